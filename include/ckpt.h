@@ -1,0 +1,338 @@
+/*
+ * ckpt.h - read PyTorch checkpoint files without PyTorch.
+ *
+ * A checkpoint is a pickle that describes the saved object, with each tensor's
+ * bytes kept in a separate storage in the same container.  libckpt parses the
+ * pickle WITHOUT EXECUTING ANYTHING, hands back every tensor (name, dtype,
+ * shape, strides, storage) and reads its bytes only when asked.
+ *
+ * Containers, detected from the content (never from the file name):
+ *   - ZIP            torch.save since PyTorch 1.6 (stored or deflated records)
+ *   - legacy stream  PyTorch 0.1.10 .. 1.5 (_use_new_zipfile_serialization=False)
+ *   - TAR            before PyTorch 0.1.10
+ *   - plain pickle   read as values, no tensors
+ *   - TorchScript    recognised and reported (its weights are not read yet)
+ *
+ * Conventions
+ *   - Every function that can fail takes a `ckpt_error *err` out-parameter,
+ *     which may be NULL.  On failure it receives a code, a one-line message and
+ *     the byte offset in the file where the input went wrong (-1 if none).
+ *   - The library never prints, never exits, never aborts and keeps no global
+ *     or thread-local state.
+ *   - Everything returned by a `ckpt_file` (tensors, names, values, strings) is
+ *     owned by it and lives until ckpt_close().
+ *   - A `ckpt_file` is immutable after ckpt_open*(): all const accessors and
+ *     ckpt_tensor_read() may be called from several threads at once.
+ *   - Every length and offset read from the file is checked against the file
+ *     and against the limits in ckpt_options before it is used.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_STRING "0.1.0"
+
+#if defined(CKPT_BUILDING) && defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ckpt_code {
+    CKPT_OK = 0,
+    CKPT_E_IO = 1,          /* the operating system failed a read or open */
+    CKPT_E_NOMEM = 2,       /* an allocation failed */
+    CKPT_E_FORMAT = 3,      /* the container is malformed or truncated */
+    CKPT_E_PICKLE = 4,      /* the pickle is malformed */
+    CKPT_E_LIMIT = 5,       /* a limit in ckpt_options was exceeded */
+    CKPT_E_UNSUPPORTED = 6, /* valid, but not something ckpt reads (sparse, ...) */
+    CKPT_E_NOTFOUND = 7,    /* no such tensor or key */
+    CKPT_E_ARG = 8,         /* a caller error: bad argument, buffer too small */
+    CKPT_E_NOTMAPPABLE = 9  /* ckpt_tensor_data(): use ckpt_tensor_read() instead */
+} ckpt_code;
+
+typedef struct ckpt_error {
+    ckpt_code code;
+    int64_t offset;     /* byte offset in the file where it went wrong, or -1 */
+    char message[256];  /* one line, no trailing newline */
+} ckpt_error;
+
+/* A static name for a code, e.g. "format error". Never NULL. */
+CKPT_API const char *ckpt_code_name(ckpt_code code);
+
+/* ------------------------------------------------------------------------ */
+/* Options and limits                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Limits protect against hostile files.  Each is checked BEFORE an allocation
+ * or a loop of that size.  Defaults (set by ckpt_options_init):            */
+#define CKPT_DEFAULT_MAX_PICKLE_BYTES  (100ull << 20) /* 100 MiB per pickle   */
+#define CKPT_DEFAULT_MAX_TENSOR_BYTES  (10ull << 30)  /* 10 GiB per tensor    */
+#define CKPT_DEFAULT_MAX_OPS           (200ull << 20) /* opcodes per pickle  */
+#define CKPT_DEFAULT_MAX_STACK         (1u << 22)     /* stack + mark entries */
+#define CKPT_DEFAULT_MAX_DEPTH         1000u          /* nesting of values    */
+#define CKPT_DEFAULT_MAX_MEMO          (1u << 22)     /* memo entries         */
+#define CKPT_DEFAULT_MAX_EXPANSION     (1ull << 24)   /* nodes a walk may visit */
+#define CKPT_DEFAULT_MAX_ENTRIES       (1u << 22)     /* ZIP/TAR records, storages */
+#define CKPT_DEFAULT_MAX_RANK          64u            /* tensor dimensions    */
+
+typedef struct ckpt_options {
+    uint64_t max_pickle_bytes; /* bytes of one pickle (data.pkl, a legacy pickle, ...) */
+    uint64_t max_tensor_bytes; /* bytes one tensor may materialise */
+    uint64_t max_ops;          /* opcodes executed in one pickle */
+    uint32_t max_stack;        /* pickle stack depth plus marks */
+    uint32_t max_depth;        /* how deeply values may nest when walked */
+    uint32_t max_memo;         /* distinct memo entries in one pickle */
+    uint64_t max_expansion;    /* nodes visited by one walk of the value tree
+                                  (against memo/DUP "billion laughs" sharing) */
+    uint32_t max_entries;      /* archive records, storages, tensors */
+    uint32_t max_rank;         /* dimensions of one tensor (at most 64) */
+    const char *key;           /* top-level key to select ("state_dict", ...)
+                                  or NULL for the whole object */
+    int use_mmap;              /* ckpt_open(): map the file (zero-copy reads) */
+} ckpt_options;
+
+/* Fill `opt` with the defaults above (no key, no mmap). */
+CKPT_API void ckpt_options_init(ckpt_options *opt);
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ckpt_file ckpt_file;
+
+/* A caller-supplied byte source: read exactly `n` bytes at `offset` into
+ * `buf`; return 0 on success, non-zero on failure.  `size` is the total size.
+ * Must be safe to call from several threads if the file is shared. */
+typedef struct ckpt_reader {
+    int (*read)(void *opaque, uint64_t offset, void *buf, size_t n);
+    void (*close)(void *opaque); /* called by ckpt_close(); may be NULL */
+    void *opaque;
+    uint64_t size;
+} ckpt_reader;
+
+/* Open a checkpoint.  `opt` may be NULL for the defaults.  Returns NULL and
+ * fills `err` on failure.  No tensor byte is read here. */
+CKPT_API ckpt_file *ckpt_open(const char *path, const ckpt_options *opt,
+                              ckpt_error *err);
+/* Open from memory; `data` must stay valid and unchanged until ckpt_close(). */
+CKPT_API ckpt_file *ckpt_open_memory(const void *data, size_t size,
+                                     const ckpt_options *opt, ckpt_error *err);
+/* Open through a reader; on success the file owns the reader (its close() is
+ * called by ckpt_close()), on failure it is closed before returning. */
+CKPT_API ckpt_file *ckpt_open_reader(const ckpt_reader *reader,
+                                     const ckpt_options *opt, ckpt_error *err);
+/* Release everything.  NULL is allowed. */
+CKPT_API void ckpt_close(ckpt_file *f);
+
+/* ------------------------------------------------------------------------ */
+/* Metadata                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ckpt_format {
+    CKPT_FORMAT_ZIP = 0,
+    CKPT_FORMAT_LEGACY = 1,
+    CKPT_FORMAT_TAR = 2,
+    CKPT_FORMAT_PICKLE = 3,
+    CKPT_FORMAT_TORCHSCRIPT = 4
+} ckpt_format;
+
+typedef enum ckpt_byteorder { CKPT_LITTLE = 0, CKPT_BIG = 1 } ckpt_byteorder;
+
+typedef struct ckpt_info {
+    ckpt_format format;
+    ckpt_byteorder byteorder; /* of the stored tensor data */
+    const char *version;      /* ZIP "version" record or legacy protocol, "" if none */
+    const char *root;         /* ZIP root folder ("archive", ...), "" otherwise */
+    size_t tensor_count;
+    size_t storage_count;
+    uint64_t total_bytes;     /* sum of every tensor's nbytes */
+    uint64_t file_size;
+} ckpt_info;
+
+CKPT_API void ckpt_get_info(const ckpt_file *f, ckpt_info *info);
+/* "zip", "legacy", "tar", "pickle", "torchscript". */
+CKPT_API const char *ckpt_format_name(ckpt_format format);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ckpt_dtype {
+    CKPT_FLOAT64 = 0, CKPT_FLOAT32, CKPT_FLOAT16, CKPT_BFLOAT16,
+    CKPT_INT64, CKPT_INT32, CKPT_INT16, CKPT_INT8, CKPT_UINT8, CKPT_BOOL,
+    CKPT_COMPLEX64, CKPT_COMPLEX128, CKPT_COMPLEX32,
+    CKPT_FLOAT8_E4M3FN, CKPT_FLOAT8_E5M2, CKPT_FLOAT8_E4M3FNUZ,
+    CKPT_FLOAT8_E5M2FNUZ, CKPT_FLOAT8_E8M0FNU,
+    CKPT_UINT16, CKPT_UINT32, CKPT_UINT64,
+    CKPT_DTYPE_COUNT
+} ckpt_dtype;
+
+/* torch's spelling: "float32", "bfloat16", "float8_e4m3fn", ... */
+CKPT_API const char *ckpt_dtype_name(ckpt_dtype dtype);
+/* Bytes per element (complex64: 8). */
+CKPT_API size_t ckpt_dtype_size(ckpt_dtype dtype);
+
+/* One storage: a run of bytes that one or more tensors view. */
+typedef struct ckpt_storage {
+    const char *key;       /* the storage key in the file ("0", "1", ...) */
+    ckpt_dtype dtype;      /* element type the storage was saved with */
+    uint64_t nbytes;       /* bytes the storage holds */
+    int64_t file_offset;   /* where its bytes start in the file, or -1 when
+                              they are not stored as-is (deflated ZIP record) */
+} ckpt_storage;
+
+/* One tensor.  Read-only; owned by the ckpt_file. */
+typedef struct ckpt_tensor {
+    const char *name;        /* "layer.0.weight"; "" for a tensor at the root */
+    ckpt_dtype dtype;
+    uint32_t ndim;
+    const int64_t *shape;    /* ndim entries (NULL when ndim is 0) */
+    const int64_t *stride;   /* ndim entries, in elements */
+    int64_t storage_offset;  /* in elements */
+    size_t storage;          /* index for ckpt_storage_at(); equal for tensors
+                                that share one storage */
+    uint64_t numel;
+    uint64_t nbytes;         /* numel * ckpt_dtype_size(dtype) */
+    int requires_grad;
+    int64_t file_offset;     /* byte offset in the file of element
+                                [storage_offset], or -1 (deflated storage) */
+    int contiguous;          /* row-major contiguous: bytes are one run */
+} ckpt_tensor;
+
+CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);
+/* Tensors in file order; NULL when i is out of range. */
+CKPT_API const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i);
+/* By name; NULL when there is none. */
+CKPT_API const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name);
+
+CKPT_API size_t ckpt_storage_count(const ckpt_file *f);
+CKPT_API const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i);
+
+/* Read a tensor's elements, contiguous row-major and in NATIVE byte order,
+ * into buf (bufsize >= t->nbytes).  Views, strides (incl. 0), storage offsets
+ * and shared storages are resolved here; only the bytes the view needs are
+ * read.  Returns 0, or -1 with err filled. */
+CKPT_API int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t,
+                              void *buf, size_t bufsize, ckpt_error *err);
+
+/* Read `n` bytes of a tensor's contiguous native-order image starting at byte
+ * `start` (0 <= start, start + n <= t->nbytes): for streaming a large tensor
+ * through a small buffer.  Returns 0, or -1 with err filled. */
+CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
+                                    uint64_t start, void *buf, size_t n,
+                                    ckpt_error *err);
+
+/* Zero copy: when the file was opened with use_mmap (or from memory), and the
+ * tensor is contiguous, stored uncompressed and in native byte order, return a
+ * pointer to its first byte inside the mapping.  It stays valid until
+ * ckpt_close(); it must not be written to.  Otherwise NULL, with err->code
+ * CKPT_E_NOTMAPPABLE and the reason: use ckpt_tensor_read(). */
+CKPT_API const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t,
+                                      ckpt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Values: the whole pickled object as an inert tree                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ckpt_value ckpt_value;
+
+typedef enum ckpt_kind {
+    CKPT_V_NONE = 0,
+    CKPT_V_BOOL,
+    CKPT_V_INT,     /* fits int64 */
+    CKPT_V_BIGINT,  /* arbitrary precision; see ckpt_value_text() */
+    CKPT_V_FLOAT,
+    CKPT_V_STR,     /* UTF-8 */
+    CKPT_V_BYTES,
+    CKPT_V_LIST,
+    CKPT_V_TUPLE,
+    CKPT_V_DICT,    /* any keys, in insertion order (also OrderedDict, defaultdict) */
+    CKPT_V_SET,     /* set or frozenset */
+    CKPT_V_TENSOR,
+    CKPT_V_OBJECT,  /* an instance of a class ckpt does not know: inert */
+    CKPT_V_GLOBAL,  /* a reference to a class or function: inert */
+    CKPT_V_STORAGE  /* a storage referenced directly */
+} ckpt_kind;
+
+/* The root of the pickled object (of the selected key with options.key). */
+CKPT_API const ckpt_value *ckpt_root(const ckpt_file *f);
+
+CKPT_API ckpt_kind ckpt_value_kind(const ckpt_value *v);
+CKPT_API const char *ckpt_kind_name(ckpt_kind kind);
+CKPT_API int ckpt_value_bool(const ckpt_value *v);       /* BOOL */
+CKPT_API int64_t ckpt_value_int(const ckpt_value *v);    /* INT, BOOL */
+CKPT_API double ckpt_value_float(const ckpt_value *v);   /* FLOAT, INT */
+/* STR, BYTES: the bytes (NUL-terminated for convenience) and their length.
+ * BIGINT: the decimal digits.  INT/FLOAT: NULL. */
+CKPT_API const char *ckpt_value_text(const ckpt_value *v, size_t *len);
+/* Items of LIST, TUPLE, SET and values of DICT; 0 otherwise. */
+CKPT_API size_t ckpt_value_len(const ckpt_value *v);
+CKPT_API const ckpt_value *ckpt_value_item(const ckpt_value *v, size_t i);
+CKPT_API const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i); /* DICT */
+/* DICT: the value under string key `key`, NULL when absent. */
+CKPT_API const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key);
+/* TENSOR: the tensor, if it is listed (NULL for tensors outside the selected
+ * key or not reached by naming). */
+CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f,
+                                              const ckpt_value *v);
+/* OBJECT and GLOBAL: "module.qualname" (e.g. "argparse.Namespace");
+ * DICT: its class when it is a dict subclass ("collections.OrderedDict"),
+ * else NULL. */
+CKPT_API const char *ckpt_value_class(const ckpt_value *v);
+/* OBJECT: the constructor arguments (a TUPLE) or NULL; the BUILD state or
+ * NULL; dict items set on it (a DICT) or NULL; list items (a LIST) or NULL. */
+CKPT_API const ckpt_value *ckpt_object_args(const ckpt_value *v);
+CKPT_API const ckpt_value *ckpt_object_state(const ckpt_value *v);
+CKPT_API const ckpt_value *ckpt_object_items(const ckpt_value *v);
+CKPT_API const ckpt_value *ckpt_object_list(const ckpt_value *v);
+
+/* Write `v` (NULL: the root) as JSON through `write`, which returns 0 on
+ * success.  Dicts become objects with string keys, lists/tuples/sets arrays,
+ * ints keep every digit, non-finite floats become "nan"/"inf"/"-inf", bytes
+ * {"$bytes": base64}, tensors {"$tensor": name, "dtype", "shape"}, objects
+ * {"$object": class, "args", "state", ...}, globals {"$global": name}.  A
+ * value met again (shared reference or cycle) is written as {"$ref": path}.
+ * indent 0: one line; otherwise spaces per level.  Returns 0 or -1. */
+CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
+                                int indent,
+                                int (*write)(void *ctx, const char *s, size_t n),
+                                void *ctx, ckpt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Globals: every class/function the file's pickles reference (for scanners) */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ckpt_global_ref {
+    const char *module;   /* as resolved by the machine (Python 2 names mapped) */
+    const char *name;
+    const char *pickle;   /* which pickle: "data.pkl", "legacy:object", ... */
+    int64_t offset;       /* byte offset in the file of the opcode */
+    int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
+} ckpt_global_ref;
+
+CKPT_API size_t ckpt_global_count(const ckpt_file *f);
+CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);
+
+/* Oddities the pickle machine noticed (several PROTO opcodes, data after
+ * STOP, ...), one line each. */
+CKPT_API size_t ckpt_note_count(const ckpt_file *f);
+CKPT_API const char *ckpt_note_at(const ckpt_file *f, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_H */

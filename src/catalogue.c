@@ -1,0 +1,632 @@
+/*
+ * catalogue.c - opening a checkpoint and the tensors in it.
+ *
+ * ckpt_open*() picks the container from the content, lets it run its
+ * pickle(s), then walks the value tree once to name the tensors (dict keys
+ * and list indices joined by '.', a full-model save read as its state_dict)
+ * and checks every tensor's extent against its storage.  Reads resolve views
+ * and strides here, asking the container for storage bytes.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool ck_legacy_magic(const ckpt_value *v);
+
+void ckpt_options_init(ckpt_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_pickle_bytes = CKPT_DEFAULT_MAX_PICKLE_BYTES;
+    o->max_tensor_bytes = CKPT_DEFAULT_MAX_TENSOR_BYTES;
+    o->max_ops = CKPT_DEFAULT_MAX_OPS;
+    o->max_stack = CKPT_DEFAULT_MAX_STACK;
+    o->max_depth = CKPT_DEFAULT_MAX_DEPTH;
+    o->max_memo = CKPT_DEFAULT_MAX_MEMO;
+    o->max_expansion = CKPT_DEFAULT_MAX_EXPANSION;
+    o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
+    o->max_rank = CKPT_DEFAULT_MAX_RANK;
+}
+
+const char *ckpt_format_name(ckpt_format fmt) {
+    switch (fmt) {
+    case CKPT_FORMAT_ZIP: return "zip";
+    case CKPT_FORMAT_LEGACY: return "legacy";
+    case CKPT_FORMAT_TAR: return "tar";
+    case CKPT_FORMAT_PICKLE: return "pickle";
+    case CKPT_FORMAT_TORCHSCRIPT: return "torchscript";
+    }
+    return "unknown";
+}
+
+/* ---- naming ------------------------------------------------------------- */
+
+typedef struct walker {
+    ckpt_file *f;
+    ckpt_error *err;
+    char *name;
+    size_t len, cap;
+    uint8_t *onpath; /* per value id: being walked (cycle guard) */
+    uint64_t visits;
+} walker;
+
+static int name_push(walker *w, const char *s, size_t n, size_t *saved) {
+    *saved = w->len;
+    size_t need = w->len + n + 2;
+    if (need > w->cap) {
+        size_t nc = w->cap ? w->cap : 256;
+        while (nc < need) nc *= 2;
+        char *p = realloc(w->name, nc);
+        if (!p) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        w->name = p;
+        w->cap = nc;
+    }
+    if (w->len) w->name[w->len++] = '.';
+    memcpy(w->name + w->len, s, n);
+    w->len += n;
+    w->name[w->len] = 0;
+    return 0;
+}
+
+static void name_pop(walker *w, size_t saved) {
+    w->len = saved;
+    if (w->name) w->name[saved] = 0;
+}
+
+/* Text of a dict key for a tensor name. */
+static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, const char **out) {
+    switch (k->kind) {
+    case CKPT_V_STR:
+    case CKPT_V_BIGINT:
+        *out = k->u.s.p;
+        return k->u.s.n;
+    case CKPT_V_INT: *out = buf; return (size_t)snprintf(buf, cap, "%lld", (long long)k->u.i);
+    case CKPT_V_BOOL: *out = k->u.b ? "True" : "False"; return strlen(*out);
+    case CKPT_V_NONE: *out = "None"; return 4;
+    case CKPT_V_FLOAT: *out = buf; return (size_t)snprintf(buf, cap, "%.17g", k->u.f);
+    default: *out = buf; return (size_t)snprintf(buf, cap, "#%zu", i);
+    }
+}
+
+static int walk(walker *w, const ckpt_value *v, uint32_t depth);
+
+static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, uint32_t depth) {
+    /* skip leaves that cannot hold tensors without touching the name */
+    if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
+    size_t saved;
+    CK_TRY(name_push(w, s, n, &saved));
+    int r = walk(w, v, depth + 1);
+    name_pop(w, saved);
+    return r;
+}
+
+static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth) {
+    char buf[32];
+    for (size_t i = 0; i < v->u.seq.n; i++) {
+        int n = snprintf(buf, sizeof buf, "%zu", i);
+        CK_TRY(walk_child(w, buf, (size_t)n, v->u.seq.v[i], depth));
+    }
+    return 0;
+}
+
+static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth) {
+    char buf[48];
+    for (size_t i = 0; i + 1 < v->u.seq.n; i += 2) {
+        const char *s;
+        size_t n = key_name(v->u.seq.v[i], i / 2, buf, sizeof buf, &s);
+        CK_TRY(walk_child(w, s, n, v->u.seq.v[i + 1], depth));
+    }
+    return 0;
+}
+
+const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key) {
+    if (!d || d->kind != CKPT_V_DICT) return NULL;
+    const ckpt_value *found = NULL;
+    for (size_t i = 0; i + 1 < d->u.seq.n; i += 2)
+        if (ck_is_str(d->u.seq.v[i], key)) found = d->u.seq.v[i + 1]; /* last wins */
+    return found;
+}
+
+static bool in_set(const ckpt_value *set, const ckpt_value *k) {
+    if (!set || k->kind != CKPT_V_STR) return false;
+    if (set->kind == CKPT_V_OBJECT) set = set->u.obj.args && set->u.obj.args->u.seq.n ? set->u.obj.args->u.seq.v[0] : NULL;
+    if (!set || (set->kind != CKPT_V_SET && set->kind != CKPT_V_LIST && set->kind != CKPT_V_TUPLE)) return false;
+    for (size_t i = 0; i < set->u.seq.n; i++) {
+        const ckpt_value *e = set->u.seq.v[i];
+        if (e->kind == CKPT_V_STR && e->u.s.n == k->u.s.n && memcmp(e->u.s.p, k->u.s.p, k->u.s.n) == 0) return true;
+    }
+    return false;
+}
+
+static int emit(walker *w, const ckpt_value *v);
+
+/* A module: state_dict() order. */
+static int walk_module(walker *w, const ckpt_value *state, uint32_t depth) {
+    const ckpt_value *params = ck_dict_get(state, "_parameters");
+    const ckpt_value *bufs = ck_dict_get(state, "_buffers");
+    const ckpt_value *np = ck_dict_get(state, "_non_persistent_buffers_set");
+    const ckpt_value *mods = ck_dict_get(state, "_modules");
+    for (int pass = 0; pass < 2; pass++) {
+        const ckpt_value *d = pass ? bufs : params;
+        if (!d || d->kind != CKPT_V_DICT) continue;
+        for (size_t i = 0; i + 1 < d->u.seq.n; i += 2) {
+            const ckpt_value *k = d->u.seq.v[i], *t = d->u.seq.v[i + 1];
+            if (t->kind == CKPT_V_NONE || k->kind != CKPT_V_STR) continue;
+            if (pass && in_set(np, k)) continue;
+            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, t, depth));
+        }
+    }
+    if (mods && mods->kind == CKPT_V_DICT) {
+        for (size_t i = 0; i + 1 < mods->u.seq.n; i += 2) {
+            const ckpt_value *k = mods->u.seq.v[i], *sub = mods->u.seq.v[i + 1];
+            if (k->kind != CKPT_V_STR || sub->kind != CKPT_V_OBJECT) continue;
+            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, sub, depth));
+        }
+    }
+    return 0;
+}
+
+static bool is_module(const ckpt_value *o) {
+    const ckpt_value *st = o->u.obj.state;
+    return st && st->kind == CKPT_V_DICT && ck_dict_get(st, "_parameters") && ck_dict_get(st, "_modules");
+}
+
+static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
+    if (depth > w->f->opt.max_depth)
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'", w->f->opt.max_depth,
+                       w->name ? w->name : "");
+    if (++w->visits > w->f->opt.max_expansion)
+        return ck_fail(w->err, CKPT_E_LIMIT, -1,
+                       "walking the object visits more than %llu values (shared references expand too much)",
+                       (unsigned long long)w->f->opt.max_expansion);
+    if (v->kind == CKPT_V_TENSOR) return emit(w, v);
+    if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
+    if (w->onpath[v->id]) return 0; /* a cycle: already being walked above */
+    w->onpath[v->id] = 1;
+    int r = 0;
+    switch (v->kind) {
+    case CKPT_V_LIST:
+    case CKPT_V_TUPLE:
+    case CKPT_V_SET: r = walk_seq(w, v, depth); break;
+    case CKPT_V_DICT: r = walk_dict(w, v, depth); break;
+    case CKPT_V_OBJECT:
+        if (v->u.obj.refused) {
+            r = ck_fail(w->err, CKPT_E_UNSUPPORTED, -1, "tensor '%s' has a %s layout, which ckpt does not read",
+                        w->name ? w->name : "", v->u.obj.refused);
+            break;
+        }
+        if (is_module(v)) {
+            r = walk_module(w, v->u.obj.state, depth);
+            break;
+        }
+        if (v->u.obj.args && v->u.obj.args->kind == CKPT_V_TUPLE) r = walk_seq(w, v->u.obj.args, depth);
+        if (!r && v->u.obj.items && v->u.obj.items->kind == CKPT_V_DICT) r = walk_dict(w, v->u.obj.items, depth);
+        if (!r && v->u.obj.list) r = walk_seq(w, v->u.obj.list, depth);
+        if (!r && v->u.obj.state) {
+            const ckpt_value *st = v->u.obj.state;
+            if (st->kind == CKPT_V_DICT) r = walk_dict(w, st, depth);
+            else r = walk(w, st, depth + 1);
+        }
+        break;
+    default: break;
+    }
+    w->onpath[v->id] = 0;
+    return r;
+}
+
+/* Check a tensor's extent against its storage. */
+static int check_extent(walker *w, const ck_tdef *t, const char *name) {
+    ckpt_file *f = w->f;
+    const ck_storage *s = &f->storages[t->storage];
+    size_t es = ck_dtype_size(t->dtype);
+    if (t->numel == 0) return 0;
+    uint64_t last = (uint64_t)t->offset, step;
+    for (uint32_t i = 0; i < t->ndim; i++) {
+        if (ck_mul_ovf((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) || ck_add_ovf(last, step, &last))
+            return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows", name);
+    }
+    uint64_t end;
+    if (ck_add_ovf(last, 1, &end) || ck_mul_ovf(end, es, &end) || end > s->pub.nbytes)
+        return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
+                       "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes", name,
+                       (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
+    return 0;
+}
+
+static int emit(walker *w, const ckpt_value *v) {
+    ckpt_file *f = w->f;
+    ck_tdef *t = v->u.t;
+    const char *name = w->name ? w->name : "";
+    if (f->ntensors >= f->opt.max_entries)
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors", f->opt.max_entries);
+    if (ck_map_get(&f->tensor_names, name, w->len, NULL))
+        return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
+    CK_TRY(check_extent(w, t, name));
+    CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
+    ckpt_tensor *o = &f->tensors[f->ntensors];
+    memset(o, 0, sizeof *o);
+    o->name = ck_strndup(&f->arena, name, w->len);
+    if (!o->name || ck_map_put(&f->tensor_names, o->name, w->len, f->ntensors))
+        return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    const ck_storage *s = &f->storages[t->storage];
+    size_t es = ck_dtype_size(t->dtype);
+    o->dtype = t->dtype;
+    o->ndim = t->ndim;
+    o->shape = t->shape;
+    o->stride = t->stride;
+    o->storage_offset = t->offset;
+    o->storage = t->storage;
+    o->numel = t->numel;
+    o->nbytes = t->numel * es;
+    o->requires_grad = t->requires_grad;
+    o->file_offset = s->pub.file_offset >= 0 ? s->pub.file_offset + t->offset * (int64_t)es : -1;
+    int64_t expect = 1;
+    o->contiguous = 1;
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (t->shape[i] != 1 && t->stride[i] != expect) o->contiguous = 0;
+        expect *= t->shape[i] ? t->shape[i] : 1;
+    }
+    if (!t->listed) t->listed = f->ntensors + 1;
+    f->total_bytes += o->nbytes;
+    f->ntensors++;
+    return 0;
+}
+
+static int select_key(ckpt_file *f, ckpt_error *err) {
+    f->sel = f->root;
+    if (!f->opt.key) return 0;
+    const ckpt_value *d = f->root;
+    if (d && d->kind == CKPT_V_OBJECT && d->u.obj.items) d = d->u.obj.items;
+    if (!d || d->kind != CKPT_V_DICT)
+        return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s': the object is a %s, not a dict",
+                       f->opt.key, d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
+    const ckpt_value *v = ck_dict_get(d, f->opt.key);
+    if (v) {
+        f->sel = (ckpt_value *)v;
+        return 0;
+    }
+    char list[200];
+    size_t n = 0;
+    list[0] = 0;
+    for (size_t i = 0; i + 1 < d->u.seq.n && n + 4 < sizeof list; i += 2) {
+        char buf[48];
+        const char *s;
+        size_t kl = key_name(d->u.seq.v[i], i / 2, buf, sizeof buf, &s);
+        int w = snprintf(list + n, sizeof list - n, "%s'%.*s'", i ? ", " : "", (int)(kl > 60 ? 60 : kl), s);
+        if (w < 0 || (size_t)w >= sizeof list - n) {
+            snprintf(list + n, sizeof list - n, ", ...");
+            break;
+        }
+        n += (size_t)w;
+    }
+    return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s'; keys are: %s", f->opt.key,
+                   n ? list : "(none)");
+}
+
+int ck_catalogue(ckpt_file *f, ckpt_error *err) {
+    CK_TRY(select_key(f, err));
+    if (!f->sel) return 0;
+    walker w = {.f = f, .err = err};
+    w.onpath = calloc(f->next_id ? f->next_id : 1, 1);
+    if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    int r = walk(&w, f->sel, 0);
+    free(w.onpath);
+    free(w.name);
+    return r;
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+static bool pickle_start(uint8_t b) {
+    return b == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", b) != NULL;
+}
+
+static int open_plain(ckpt_file *f, ckpt_error *err) {
+    uint64_t used;
+    ckpt_value *v;
+    f->pickle_label = "pickle";
+    CK_TRY(ck_pickle_at(f, 0, f->src.size, "pickle", NULL, NULL, &v, &used, err));
+    if (ck_legacy_magic(v)) {
+        f->nglobals = 0;
+        f->nnotes = 0;
+        return ck_legacy_open(f, err);
+    }
+    f->format = CKPT_FORMAT_PICKLE;
+    f->root = v;
+    if (used < f->src.size)
+        CK_TRY(ck_note(f, "pickle: %llu bytes after STOP", (unsigned long long)(f->src.size - used)));
+    return 0;
+}
+
+static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err) {
+    ckpt_error local;
+    if (!err) err = &local;
+    err->code = CKPT_OK;
+    err->offset = -1;
+    err->message[0] = 0;
+    if (opt) f->opt = *opt;
+    else ckpt_options_init(&f->opt);
+    if (f->opt.max_rank > 64) f->opt.max_rank = 64;
+    if (f->opt.key) {
+        f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
+        f->opt.key = f->key_copy;
+    }
+    f->version = "";
+    f->root_name = "";
+    uint8_t head[512];
+    size_t hn = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
+    int r;
+    if (f->src.size == 0) {
+        r = ck_fail(err, CKPT_E_FORMAT, 0, "file is empty");
+    } else if (ck_read(&f->src, 0, head, hn, "file header", err)) {
+        r = -1;
+    } else if (hn >= 4 && ck_le32(head) == 0x04034b50u) {
+        r = ck_zip_open(f, err);
+    } else if (ck_tar_bid(head, hn)) {
+        r = ck_tar_open(f, err);
+    } else if (pickle_start(head[0])) {
+        r = open_plain(f, err);
+    } else {
+        r = ck_fail(err, CKPT_E_FORMAT, 0,
+                    "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header (first byte 0x%02x)",
+                    head[0]);
+    }
+    if (r == 0) r = ck_catalogue(f, err);
+    if (r != 0) {
+        ckpt_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+static ckpt_file *new_file(ckpt_error *err) {
+    ckpt_file *f = calloc(1, sizeof *f);
+    if (!f) ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    else f->src.fd = -1;
+    return f;
+}
+
+ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err) {
+    if (!path) {
+        ck_fail(err, CKPT_E_ARG, -1, "no path given");
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) return NULL;
+    if (ck_source_open_path(&f->src, path, opt && opt->use_mmap, err)) {
+        free(f);
+        return NULL;
+    }
+    return finish_open(f, opt, err);
+}
+
+ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt, ckpt_error *err) {
+    if (!data && size) {
+        ck_fail(err, CKPT_E_ARG, -1, "no data given");
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) return NULL;
+    ck_source_memory(&f->src, data ? data : "", size);
+    return finish_open(f, opt, err);
+}
+
+ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, ckpt_error *err) {
+    if (!reader || !reader->read) {
+        ck_fail(err, CKPT_E_ARG, -1, "no reader given");
+        if (reader && reader->close) reader->close(reader->opaque);
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) {
+        if (reader->close) reader->close(reader->opaque);
+        return NULL;
+    }
+    ck_source_reader(&f->src, reader);
+    return finish_open(f, opt, err);
+}
+
+void ckpt_close(ckpt_file *f) {
+    if (!f) return;
+    ck_source_close(&f->src);
+    ck_map_free(&f->storage_keys);
+    ck_map_free(&f->tensor_names);
+    ck_map_free(&f->zip_names);
+    free(f->storages);
+    free(f->tensors);
+    free(f->globals);
+    free(f->notes);
+    free(f->zip);
+    ck_arena_free(&f->arena);
+    free(f);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+void ckpt_get_info(const ckpt_file *f, ckpt_info *info) {
+    memset(info, 0, sizeof *info);
+    if (!f) return;
+    info->format = f->format;
+    info->byteorder = f->byteorder;
+    info->version = f->version ? f->version : "";
+    info->root = f->root_name ? f->root_name : "";
+    info->tensor_count = f->ntensors;
+    info->storage_count = f->nstorages;
+    info->total_bytes = f->total_bytes;
+    info->file_size = f->src.size;
+}
+
+size_t ckpt_tensor_count(const ckpt_file *f) { return f ? f->ntensors : 0; }
+const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i) {
+    return f && i < f->ntensors ? &f->tensors[i] : NULL;
+}
+const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name) {
+    size_t i;
+    if (!f || !name || !ck_map_get(&f->tensor_names, name, strlen(name), &i)) return NULL;
+    return &f->tensors[i];
+}
+size_t ckpt_storage_count(const ckpt_file *f) { return f ? f->nstorages : 0; }
+const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i) {
+    return f && i < f->nstorages ? &f->storages[i].pub : NULL;
+}
+size_t ckpt_global_count(const ckpt_file *f) { return f ? f->nglobals : 0; }
+const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i) {
+    return f && i < f->nglobals ? &f->globals[i] : NULL;
+}
+size_t ckpt_note_count(const ckpt_file *f) { return f ? f->nnotes : 0; }
+const char *ckpt_note_at(const ckpt_file *f, size_t i) { return f && i < f->nnotes ? f->notes[i] : NULL; }
+const ckpt_value *ckpt_root(const ckpt_file *f) { return f ? f->sel : NULL; }
+const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v) {
+    if (!f || !v || v->kind != CKPT_V_TENSOR || !v->u.t->listed) return NULL;
+    return &f->tensors[v->u.t->listed - 1];
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+static int is_native_order(const ckpt_file *f) {
+    const uint16_t one = 1;
+    int little = *(const uint8_t *)&one == 1;
+    return (f->byteorder == CKPT_LITTLE) == (little != 0);
+}
+
+static void swap_units(uint8_t *p, size_t n, size_t unit) {
+    if (unit <= 1) return;
+    for (size_t i = 0; i + unit <= n; i += unit)
+        for (size_t a = 0, b = unit - 1; a < b; a++, b--) {
+            uint8_t t = p[i + a];
+            p[i + a] = p[i + b];
+            p[i + b] = t;
+        }
+}
+
+/* Copy elements [e0, e1) of the tensor's row-major image into out. */
+static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_t e1, uint8_t *out,
+                  ckpt_error *err) {
+    const ck_storage *s = &f->storages[t->storage];
+    size_t es = ck_dtype_size(t->dtype);
+    if (e0 >= e1) return 0;
+    if (t->contiguous)
+        return ck_storage_bytes(f, s, ((uint64_t)t->storage_offset + e0) * es, out, (size_t)((e1 - e0) * es), err);
+    /* innermost contiguous run: dims k..ndim-1 */
+    uint32_t k = t->ndim;
+    uint64_t run = 1;
+    while (k > 0 && (t->shape[k - 1] == 1 || (uint64_t)t->stride[k - 1] == run)) {
+        run *= (uint64_t)t->shape[k - 1];
+        k--;
+    }
+    /* span of storage elements touched, to read once when it is compact */
+    uint64_t span_lo = (uint64_t)t->storage_offset, span_hi = span_lo;
+    for (uint32_t i = 0; i < t->ndim; i++) span_hi += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+    uint64_t span = (span_hi - span_lo + 1) * es;
+    const uint8_t *base = NULL;
+    uint8_t *tmp = NULL;
+    const ck_storage *rs = s;
+    uint64_t roff = 0;
+    while (rs->root >= 0) {
+        roff += rs->view_off;
+        rs = &f->storages[rs->root];
+    }
+    bool stored = !(f->format == CKPT_FORMAT_ZIP && rs->method == 8);
+    if (f->src.map && stored) {
+        base = f->src.map + rs->data_off + roff + span_lo * es;
+    } else if (span <= (e1 - e0) * es * 4 + ((uint64_t)1 << 20) || !stored) {
+        if (span > SIZE_MAX || !(tmp = malloc((size_t)span)))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory reading a strided tensor");
+        if (ck_storage_bytes(f, s, span_lo * es, tmp, (size_t)span, err)) {
+            free(tmp);
+            return -1;
+        }
+        base = tmp;
+    }
+    /* odometer over dims 0..k-1 starting at outer block e0 / run */
+    uint64_t idx[64];
+    uint64_t outer = e0 / run, within = e0 % run, rem = outer;
+    for (uint32_t i = k; i-- > 0;) {
+        idx[i] = rem % (uint64_t)t->shape[i];
+        rem /= (uint64_t)t->shape[i];
+    }
+    uint64_t e = e0;
+    int rc = 0;
+    while (e < e1) {
+        uint64_t off = 0;
+        for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+        uint64_t take = run - within;
+        if (take > e1 - e) take = e1 - e;
+        uint64_t src_el = off + within; /* relative to storage_offset */
+        size_t nb = (size_t)(take * es);
+        if (base) {
+            memcpy(out, base + src_el * es, nb);
+        } else if ((rc = ck_storage_bytes(f, s, ((uint64_t)t->storage_offset + src_el) * es, out, nb, err))) {
+            break;
+        }
+        out += nb;
+        e += take;
+        within = 0;
+        for (uint32_t i = k; i-- > 0;) {
+            if (++idx[i] < (uint64_t)t->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    free(tmp);
+    return rc;
+}
+
+int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf, size_t n,
+                           ckpt_error *err) {
+    if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (start > t->nbytes || n > t->nbytes - start)
+        return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
+                       (unsigned long long)start, n, t->name, (unsigned long long)t->nbytes);
+    if (n == 0) return 0;
+    size_t es = ck_dtype_size(t->dtype);
+    uint64_t e0 = start / es, e1 = (start + n + es - 1) / es;
+    uint8_t *out = buf;
+    if (start % es == 0 && n % es == 0) {
+        CK_TRY(gather(f, t, e0, e1, out, err));
+        if (!is_native_order(f)) swap_units(out, n, ck_dtype_swap_unit(t->dtype));
+        return 0;
+    }
+    size_t span = (size_t)((e1 - e0) * es);
+    uint8_t *tmp = malloc(span);
+    if (!tmp) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (gather(f, t, e0, e1, tmp, err)) {
+        free(tmp);
+        return -1;
+    }
+    if (!is_native_order(f)) swap_units(tmp, span, ck_dtype_swap_unit(t->dtype));
+    memcpy(out, tmp + (start - e0 * es), n);
+    free(tmp);
+    return 0;
+}
+
+int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize, ckpt_error *err) {
+    if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (bufsize < t->nbytes)
+        return ck_fail(err, CKPT_E_ARG, -1, "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
+                       t->name, (unsigned long long)t->nbytes);
+    return ckpt_tensor_read_range(f, t, 0, buf, (size_t)t->nbytes, err);
+}
+
+const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
+    if (!f || !t) {
+        ck_fail(err, CKPT_E_ARG, -1, "null argument");
+        return NULL;
+    }
+    if (!f->src.map) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "the file is not mapped (open with use_mmap)");
+        return NULL;
+    }
+    if (!t->contiguous) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous", t->name);
+        return NULL;
+    }
+    if (t->file_offset < 0) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored compressed", t->name);
+        return NULL;
+    }
+    if (!is_native_order(f) && ck_dtype_swap_unit(t->dtype) > 1) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored in the other byte order", t->name);
+        return NULL;
+    }
+    return f->src.map + t->file_offset;
+}

@@ -1,0 +1,1310 @@
+/*
+ * pickle.c - the pickle machine.  Protocols 0 to 5, every opcode.  It builds
+ * an inert value tree in the file's arena and CALLS NOTHING: a GLOBAL is a
+ * name, REDUCE/NEWOBJ/INST/OBJ of an unknown callable make an inert OBJECT
+ * that keeps its arguments, BUILD stores the state.  The few callables that
+ * PyTorch's own loader understands (tensor rebuilds, OrderedDict, set, ...)
+ * are interpreted here by name, with their arguments checked.
+ *
+ * Limits: opcodes executed, stack + marks, memo entries, every length against
+ * the bytes remaining.  No recursion: deep nesting costs heap, not C stack.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the table of known globals --------------------------------------- */
+
+typedef struct known_global {
+    const char *module, *name;
+    uint8_t gid;
+    int8_t dtype;          /* for storages and dtypes, -1 otherwise */
+    const char *layout;    /* for refused rebuilds */
+} known_global;
+
+static const known_global known[] = {
+    {"torch._utils", "_rebuild_tensor", G_REBUILD_TENSOR, -1, NULL},
+    {"torch._utils", "_rebuild_tensor_v2", G_REBUILD_TENSOR_V2, -1, NULL},
+    {"torch._utils", "_rebuild_tensor_v3", G_REBUILD_TENSOR_V3, -1, NULL},
+    {"torch._utils", "_rebuild_parameter", G_REBUILD_PARAMETER, -1, NULL},
+    {"torch._utils", "_rebuild_parameter_with_state", G_REBUILD_PARAMETER_STATE, -1, NULL},
+    {"torch._tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, -1, NULL},
+    {"torch.tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, -1, NULL},
+    {"torch._utils", "_rebuild_sparse_tensor", G_REFUSED, -1, "sparse"},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", G_REFUSED, -1, "sparse_csr"},
+    {"torch._utils", "_rebuild_qtensor", G_REFUSED, -1, "quantized"},
+    {"torch._utils", "_rebuild_nested_tensor", G_REFUSED, -1, "nested"},
+    {"torch._utils", "_rebuild_wrapper_subclass", G_REFUSED, -1, "wrapper subclass"},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", G_REFUSED, -1, "meta (no storage)"},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", G_REFUSED, -1, "numpy-backed device"},
+    {"torch._utils", "_rebuild_xla_tensor", G_REFUSED, -1, "xla"},
+    {"torch._utils", "_rebuild_mlc_tensor", G_REFUSED, -1, "mlc"},
+    {"torch._utils", "_rebuild_tensor_from_dtensor", G_REFUSED, -1, "dtensor"},
+    {"collections", "OrderedDict", G_ORDEREDDICT, -1, NULL},
+    {"collections", "defaultdict", G_DEFAULTDICT, -1, NULL},
+    {"builtins", "dict", G_DICT, -1, NULL},
+    {"builtins", "list", G_LIST, -1, NULL},
+    {"builtins", "set", G_SET, -1, NULL},
+    {"builtins", "frozenset", G_FROZENSET, -1, NULL},
+    {"builtins", "tuple", G_TUPLE, -1, NULL},
+    {"builtins", "bytearray", G_BYTEARRAY, -1, NULL},
+    {"builtins", "bytes", G_BYTES, -1, NULL},
+    {"_codecs", "encode", G_CODECS_ENCODE, -1, NULL},
+    {"torch", "Size", G_TORCH_SIZE, -1, NULL},
+    {"copyreg", "_reconstructor", G_COPYREG_RECONSTRUCTOR, -1, NULL},
+    {"copyreg", "__newobj__", G_COPYREG_NEWOBJ, -1, NULL},
+    {"torch", "Tensor", G_TENSOR_CLASS, -1, NULL},
+    {"torch._tensor", "Tensor", G_TENSOR_CLASS, -1, NULL},
+    {"torch.nn.parameter", "Parameter", G_TENSOR_CLASS, -1, NULL},
+    {"torch", "UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
+    {"torch.storage", "UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
+    {"torch.storage", "_UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
+};
+
+static const struct { const char *name; int8_t dtype; } storage_names[] = {
+    {"DoubleStorage", CKPT_FLOAT64}, {"FloatStorage", CKPT_FLOAT32},
+    {"HalfStorage", CKPT_FLOAT16}, {"BFloat16Storage", CKPT_BFLOAT16},
+    {"LongStorage", CKPT_INT64}, {"IntStorage", CKPT_INT32},
+    {"ShortStorage", CKPT_INT16}, {"CharStorage", CKPT_INT8},
+    {"ByteStorage", CKPT_UINT8}, {"BoolStorage", CKPT_BOOL},
+    {"ComplexDoubleStorage", CKPT_COMPLEX128},
+    {"ComplexFloatStorage", CKPT_COMPLEX64},
+    {"ComplexHalfStorage", CKPT_COMPLEX32},
+    {"QInt8Storage", CKPT_INT8}, {"QUInt8Storage", CKPT_UINT8},
+    {"QInt32Storage", CKPT_INT32}, {"QUInt4x2Storage", CKPT_UINT8},
+    {"QUInt2x4Storage", CKPT_UINT8},
+};
+
+static const struct { const char *name; int8_t dtype; } dtype_names[] = {
+    {"float64", CKPT_FLOAT64}, {"double", CKPT_FLOAT64},
+    {"float32", CKPT_FLOAT32}, {"float", CKPT_FLOAT32},
+    {"float16", CKPT_FLOAT16}, {"half", CKPT_FLOAT16},
+    {"bfloat16", CKPT_BFLOAT16},
+    {"int64", CKPT_INT64}, {"long", CKPT_INT64},
+    {"int32", CKPT_INT32}, {"int", CKPT_INT32},
+    {"int16", CKPT_INT16}, {"short", CKPT_INT16},
+    {"int8", CKPT_INT8}, {"uint8", CKPT_UINT8}, {"bool", CKPT_BOOL},
+    {"complex64", CKPT_COMPLEX64}, {"cfloat", CKPT_COMPLEX64},
+    {"complex128", CKPT_COMPLEX128}, {"cdouble", CKPT_COMPLEX128},
+    {"complex32", CKPT_COMPLEX32}, {"chalf", CKPT_COMPLEX32},
+    {"float8_e4m3fn", CKPT_FLOAT8_E4M3FN}, {"float8_e5m2", CKPT_FLOAT8_E5M2},
+    {"float8_e4m3fnuz", CKPT_FLOAT8_E4M3FNUZ},
+    {"float8_e5m2fnuz", CKPT_FLOAT8_E5M2FNUZ},
+    {"float8_e8m0fnu", CKPT_FLOAT8_E8M0FNU},
+    {"uint16", CKPT_UINT16}, {"uint32", CKPT_UINT32}, {"uint64", CKPT_UINT64},
+};
+
+static bool eq(const char *a, size_t an, const char *b) {
+    return strlen(b) == an && memcmp(a, b, an) == 0;
+}
+
+/* Classify (module, name); fills gid, dtype and layout of a GLOBAL value. */
+static void classify(ckpt_value *g) {
+    const char *m = g->u.g.module, *n = g->u.g.name;
+    size_t mn = strlen(m), nn = strlen(n);
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (eq(m, mn, known[i].module) && eq(n, nn, known[i].name)) {
+            g->gid = known[i].gid;
+            if (known[i].dtype >= 0) {
+                g->dtype = (uint8_t)known[i].dtype;
+                g->untyped = 1;
+            }
+            g->u.g.layout = known[i].layout;
+            return;
+        }
+    if (eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) {
+        for (size_t i = 0; i < sizeof storage_names / sizeof storage_names[0]; i++)
+            if (eq(n, nn, storage_names[i].name)) {
+                g->gid = G_STORAGE_CLASS;
+                g->dtype = (uint8_t)storage_names[i].dtype;
+                return;
+            }
+    }
+    if (eq(m, mn, "torch")) {
+        for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+            if (eq(n, nn, dtype_names[i].name)) {
+                g->gid = G_DTYPE;
+                g->dtype = (uint8_t)dtype_names[i].dtype;
+                return;
+            }
+    }
+}
+
+/* ---- the machine -------------------------------------------------------- */
+
+typedef struct machine {
+    ckpt_file *f;
+    const ck_pickle_in *in;
+    ckpt_error *err;
+    const uint8_t *p, *end;
+    int64_t op_pos; /* file offset of the current opcode */
+    ckpt_value **stack;
+    size_t sp, scap;
+    size_t *marks;
+    size_t nmarks, mcap;
+    /* memo: open addressing uint32 -> value */
+    uint32_t *mkeys;
+    ckpt_value **mvals;
+    size_t mcount, mcap2;
+    int proto_seen;
+    int need_more;
+} machine;
+
+#define FAIL(code, ...) ck_fail(m->err, code, m->op_pos, __VA_ARGS__)
+#define PFAIL(...) FAIL(CKPT_E_PICKLE, __VA_ARGS__)
+#define OOM() FAIL(CKPT_E_NOMEM, "out of memory")
+
+static int push(machine *m, ckpt_value *v) {
+    if (!v) return OOM();
+    if (m->sp == m->scap) {
+        if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
+            return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
+        CK_TRY(ck_grow((void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack, m->err));
+    }
+    m->stack[m->sp++] = v;
+    return 0;
+}
+
+static size_t fence(const machine *m) {
+    return m->nmarks ? m->marks[m->nmarks - 1] : 0;
+}
+
+static ckpt_value *pop(machine *m) {
+    if (m->sp <= fence(m)) {
+        PFAIL("stack underflow");
+        return NULL;
+    }
+    return m->stack[--m->sp];
+}
+
+static ckpt_value *top(machine *m) {
+    if (m->sp <= fence(m)) {
+        PFAIL("stack underflow");
+        return NULL;
+    }
+    return m->stack[m->sp - 1];
+}
+
+/* Pop everything above the top mark; *base gets the first index. */
+static int pop_mark(machine *m, size_t *base) {
+    if (!m->nmarks) return PFAIL("MARK expected but missing");
+    *base = m->marks[--m->nmarks];
+    return 0;
+}
+
+/* ---- input ------------------------------------------------------------- */
+
+static int need(machine *m, size_t n) {
+    if ((size_t)(m->end - m->p) >= n) return 0;
+    if (m->in->more) {
+        m->need_more = 1;
+        return -1;
+    }
+    return ck_fail(m->err, CKPT_E_PICKLE, m->op_pos,
+                   "truncated pickle: opcode needs %zu bytes, %zu remain", n,
+                   (size_t)(m->end - m->p));
+}
+
+/* A text line ending in '\n'; returns its length without the newline. */
+static int line(machine *m, const char **s, size_t *n) {
+    const uint8_t *nl = memchr(m->p, '\n', (size_t)(m->end - m->p));
+    if (!nl) {
+        if (m->in->more) {
+            m->need_more = 1;
+            return -1;
+        }
+        return PFAIL("truncated pickle: unterminated text argument");
+    }
+    *s = (const char *)m->p;
+    *n = (size_t)(nl - m->p);
+    m->p = nl + 1;
+    return 0;
+}
+
+/* ---- memo -------------------------------------------------------------- */
+
+static uint32_t mhash(uint32_t k) {
+    k ^= k >> 16;
+    k *= 0x45d9f3bu;
+    k ^= k >> 16;
+    return k;
+}
+
+static ckpt_value **memo_slot(machine *m, uint32_t key, bool insert) {
+    if (insert && (m->mcount + 1) * 2 > m->mcap2) {
+        if (m->mcount >= m->f->opt.max_memo) {
+            FAIL(CKPT_E_LIMIT, "more than %u memo entries", m->f->opt.max_memo);
+            return NULL;
+        }
+        size_t ncap = m->mcap2 ? m->mcap2 * 2 : 256;
+        uint32_t *nk = malloc(ncap * sizeof *nk);
+        ckpt_value **nv = calloc(ncap, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            OOM();
+            return NULL;
+        }
+        for (size_t i = 0; i < m->mcap2; i++) {
+            if (!m->mvals[i]) continue;
+            size_t j = mhash(m->mkeys[i]) & (ncap - 1);
+            while (nv[j]) j = (j + 1) & (ncap - 1);
+            nk[j] = m->mkeys[i];
+            nv[j] = m->mvals[i];
+        }
+        free(m->mkeys);
+        free(m->mvals);
+        m->mkeys = nk;
+        m->mvals = nv;
+        m->mcap2 = ncap;
+    }
+    if (!m->mcap2) return NULL;
+    size_t mask = m->mcap2 - 1;
+    for (size_t j = mhash(key) & mask;; j = (j + 1) & mask) {
+        if (!m->mvals[j]) {
+            if (!insert) return NULL;
+            m->mkeys[j] = key;
+            m->mcount++;
+            return &m->mvals[j];
+        }
+        if (m->mkeys[j] == key) return &m->mvals[j];
+    }
+}
+
+static int memo_put(machine *m, uint64_t key) {
+    if (key > UINT32_MAX) return PFAIL("memo key %llu out of range", (unsigned long long)key);
+    ckpt_value *v = top(m);
+    if (!v) return -1;
+    ckpt_value **slot = memo_slot(m, (uint32_t)key, true);
+    if (!slot) return -1;
+    *slot = v;
+    return 0;
+}
+
+static int memo_get(machine *m, uint64_t key) {
+    ckpt_value **slot = key > UINT32_MAX ? NULL : memo_slot(m, (uint32_t)key, false);
+    if (!slot || !*slot) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
+    return push(m, *slot);
+}
+
+/* ---- numbers ----------------------------------------------------------- */
+
+static ckpt_value *new_int(machine *m, int64_t i) {
+    ckpt_value *v = ck_new(m->f, CKPT_V_INT);
+    if (v) v->u.i = i;
+    return v;
+}
+
+static ckpt_value *new_bool(machine *m, bool b) {
+    ckpt_value *v = ck_new(m->f, CKPT_V_BOOL);
+    if (v) v->u.b = b;
+    return v;
+}
+
+/* Parse a decimal integer text (optional sign, digits); int64 or BIGINT. */
+static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out) {
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    if (i == n) return PFAIL("bad integer text");
+    size_t start = i;
+    uint64_t acc = 0;
+    bool big = false;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return PFAIL("bad integer text");
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (!big && (ck_mul_ovf(acc, 10, &acc) || ck_add_ovf(acc, d, &acc))) big = true;
+    }
+    if (!big && (acc <= (uint64_t)INT64_MAX || (neg && acc == (uint64_t)INT64_MAX + 1))) {
+        *out = new_int(m, neg ? (int64_t)(0 - acc) : (int64_t)acc);
+        return *out ? 0 : OOM();
+    }
+    while (start < n - 1 && s[start] == '0') start++;
+    if (n - start > 40000) return FAIL(CKPT_E_LIMIT, "integer of %zu digits is too large", n - start);
+    char *t = ck_alloc(&m->f->arena, n - start + 2);
+    if (!t) return OOM();
+    size_t k = 0;
+    if (neg) t[k++] = '-';
+    memcpy(t + k, s + start, n - start);
+    k += n - start;
+    t[k] = 0;
+    ckpt_value *v = ck_new(m->f, CKPT_V_BIGINT);
+    if (!v) return OOM();
+    v->u.s.p = t;
+    v->u.s.n = k;
+    *out = v;
+    return 0;
+}
+
+/* LONG1/LONG4: little-endian two's complement of n bytes. */
+static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value **out) {
+    if (n == 0) {
+        *out = new_int(m, 0);
+        return *out ? 0 : OOM();
+    }
+    bool neg = (b[n - 1] & 0x80) != 0;
+    if (n <= 8) {
+        uint64_t u = 0;
+        for (size_t i = 0; i < n; i++) u |= (uint64_t)b[i] << (8 * i);
+        if (neg && n < 8) u |= ~(uint64_t)0 << (8 * n);
+        *out = new_int(m, (int64_t)u);
+        return *out ? 0 : OOM();
+    }
+    if (n > 4096) return FAIL(CKPT_E_LIMIT, "integer of %zu bytes is too large", n);
+    /* magnitude in base 2^32 limbs */
+    size_t nl = (n + 3) / 4;
+    uint32_t *l = calloc(nl, sizeof *l);
+    if (!l) return OOM();
+    for (size_t i = 0; i < n; i++) l[i / 4] |= (uint32_t)b[i] << (8 * (i % 4));
+    if (neg) { /* two's complement negate */
+        if (n % 4) l[nl - 1] |= ~(uint32_t)0 << (8 * (n % 4));
+        uint64_t carry = 1;
+        for (size_t i = 0; i < nl; i++) {
+            uint64_t x = (uint64_t)(uint32_t)~l[i] + carry;
+            l[i] = (uint32_t)x;
+            carry = x >> 32;
+        }
+    }
+    size_t cap = n * 3 + 4; /* 2.41 digits per byte */
+    char *digits = malloc(cap);
+    if (!digits) {
+        free(l);
+        return OOM();
+    }
+    size_t nd = 0, top_l = nl;
+    while (top_l && !l[top_l - 1]) top_l--;
+    while (top_l) {
+        uint64_t rem = 0;
+        for (size_t i = top_l; i-- > 0;) {
+            uint64_t cur = (rem << 32) | l[i];
+            l[i] = (uint32_t)(cur / 1000000000u);
+            rem = cur % 1000000000u;
+        }
+        while (top_l && !l[top_l - 1]) top_l--;
+        for (int k = 0; k < 9; k++) {
+            digits[nd++] = (char)('0' + rem % 10);
+            rem /= 10;
+            if (!top_l && !rem) break;
+        }
+    }
+    if (!nd) digits[nd++] = '0';
+    free(l);
+    ckpt_value *v = ck_new(m->f, CKPT_V_BIGINT);
+    char *t = v ? ck_alloc(&m->f->arena, nd + 2) : NULL;
+    if (!t) {
+        free(digits);
+        return OOM();
+    }
+    size_t k = 0;
+    if (neg) t[k++] = '-';
+    for (size_t i = nd; i-- > 0;) t[k++] = digits[i];
+    t[k] = 0;
+    free(digits);
+    v->u.s.p = t;
+    v->u.s.n = k;
+    *out = v;
+    return 0;
+}
+
+/* ---- strings ----------------------------------------------------------- */
+
+static size_t put_utf8(char *o, uint32_t c) {
+    if (c < 0x80) { o[0] = (char)c; return 1; }
+    if (c < 0x800) {
+        o[0] = (char)(0xc0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xe0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* UNICODE (protocol 0): raw-unicode-escape. */
+static ckpt_value *raw_unicode(machine *m, const char *s, size_t n) {
+    if (n > SIZE_MAX / 4 - 1) return NULL;
+    char *o = ck_alloc(&m->f->arena, n * 4 + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        if (s[i] == '\\' && i + 1 < n && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
+            size_t w = s[i + 1] == 'u' ? 4 : 8;
+            if (i + 2 + w <= n) {
+                uint32_t c = 0;
+                bool ok = true;
+                for (size_t j = 0; j < w; j++) {
+                    int h = hexval(s[i + 2 + j]);
+                    if (h < 0) ok = false;
+                    c = (c << 4) | (uint32_t)(h < 0 ? 0 : h);
+                }
+                if (ok && c <= 0x10ffff) {
+                    k += put_utf8(o + k, c);
+                    i += 2 + w;
+                    continue;
+                }
+            }
+        }
+        k += put_utf8(o + k, (unsigned char)s[i]);
+        i++;
+    }
+    ckpt_value *v = ck_new(m->f, CKPT_V_STR);
+    if (!v) return NULL;
+    o[k] = 0;
+    v->u.s.p = o;
+    v->u.s.n = k;
+    return v;
+}
+
+/* STRING (protocol 0): a quoted Python 2 str repr. */
+static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out) {
+    if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
+        return PFAIL("STRING argument is not quoted");
+    s++;
+    n -= 2;
+    char *o = ck_alloc(&m->f->arena, n + 1);
+    if (!o) return OOM();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c != '\\' || i + 1 == n) {
+            o[k++] = c;
+            continue;
+        }
+        c = s[++i];
+        switch (c) {
+        case 'n': o[k++] = '\n'; break;
+        case 't': o[k++] = '\t'; break;
+        case 'r': o[k++] = '\r'; break;
+        case 'a': o[k++] = '\a'; break;
+        case 'b': o[k++] = '\b'; break;
+        case 'f': o[k++] = '\f'; break;
+        case 'v': o[k++] = '\v'; break;
+        case 'x':
+            if (i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+                o[k++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+                i += 2;
+            } else {
+                return PFAIL("bad \\x escape in STRING");
+            }
+            break;
+        default:
+            if (c >= '0' && c <= '7') {
+                int val = c - '0';
+                for (int j = 0; j < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; j++)
+                    val = val * 8 + (s[++i] - '0');
+                o[k++] = (char)val;
+            } else if (c == '\\' || c == '\'' || c == '"') {
+                o[k++] = c;
+            } else {
+                o[k++] = '\\';
+                o[k++] = c;
+            }
+        }
+    }
+    o[k] = 0;
+    ckpt_value *v = ck_new(m->f, CKPT_V_STR);
+    if (!v) return OOM();
+    v->u.s.p = o;
+    v->u.s.n = k;
+    *out = v;
+    return 0;
+}
+
+/* ---- globals ----------------------------------------------------------- */
+
+static void map_py2(const char **mod, size_t *mn) {
+    if (eq(*mod, *mn, "__builtin__") || eq(*mod, *mn, "exceptions")) {
+        *mod = "builtins";
+        *mn = 8;
+    } else if (eq(*mod, *mn, "copy_reg")) {
+        *mod = "copyreg";
+        *mn = 7;
+    }
+}
+
+static int make_global(machine *m, const char *mod, size_t mn, const char *name,
+                       size_t nn) {
+    if (m->f->nglobals >= m->f->opt.max_entries)
+        return FAIL(CKPT_E_LIMIT, "more than %u globals", m->f->opt.max_entries);
+    map_py2(&mod, &mn);
+    ckpt_value *g = ck_new(m->f, CKPT_V_GLOBAL);
+    if (!g) return OOM();
+    g->u.g.module = ck_strndup(&m->f->arena, mod, mn);
+    g->u.g.name = ck_strndup(&m->f->arena, name, nn);
+    char *full = ck_alloc(&m->f->arena, mn + nn + 2);
+    if (!g->u.g.module || !g->u.g.name || !full) return OOM();
+    memcpy(full, mod, mn);
+    full[mn] = '.';
+    memcpy(full + mn + 1, name, nn);
+    g->cls = full;
+    classify(g);
+    CK_TRY(ck_grow((void **)&m->f->globals, &m->f->cap_globals, m->f->nglobals + 1,
+                   sizeof *m->f->globals, m->err));
+    ckpt_global_ref *r = &m->f->globals[m->f->nglobals];
+    r->module = g->u.g.module;
+    r->name = g->u.g.name;
+    r->pickle = m->in->label;
+    r->offset = m->op_pos;
+    r->called = 0;
+    g->u.g.gref = m->f->nglobals++;
+    return push(m, g);
+}
+
+static void mark_called(machine *m, const ckpt_value *callable) {
+    if (callable->kind == CKPT_V_GLOBAL && callable->u.g.gref < m->f->nglobals)
+        m->f->globals[callable->u.g.gref].called = 1;
+}
+
+/* ---- interpreting known callables -------------------------------------- */
+
+bool ck_as_int(const ckpt_value *v, int64_t *out) {
+    if (!v) return false;
+    if (v->kind == CKPT_V_INT) { *out = v->u.i; return true; }
+    if (v->kind == CKPT_V_BOOL) { *out = v->u.b; return true; }
+    return false;
+}
+
+bool ck_is_str(const ckpt_value *v, const char *s) {
+    return v && v->kind == CKPT_V_STR && eq(v->u.s.p, v->u.s.n, s);
+}
+
+static bool is_seq(const ckpt_value *v) {
+    return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
+}
+
+static int int_list(machine *m, const ckpt_value *v, const char *what, uint32_t *n,
+                    int64_t **out) {
+    if (!is_seq(v)) return PFAIL("tensor %s is not a tuple", what);
+    if (v->u.seq.n > m->f->opt.max_rank || v->u.seq.n > 64)
+        return FAIL(CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u)", v->u.seq.n,
+                    m->f->opt.max_rank < 64 ? m->f->opt.max_rank : 64);
+    *n = (uint32_t)v->u.seq.n;
+    *out = NULL;
+    if (!*n) return 0;
+    *out = ck_alloc(&m->f->arena, *n * sizeof **out);
+    if (!*out) return OOM();
+    for (uint32_t i = 0; i < *n; i++) {
+        if (!ck_as_int(v->u.seq.v[i], &(*out)[i]))
+            return PFAIL("tensor %s has a non-integer entry", what);
+        if ((*out)[i] < 0) return PFAIL("tensor %s has a negative entry", what);
+    }
+    return 0;
+}
+
+/* The rebuild functions: (storage, offset, size, stride, [requires_grad,
+ * hooks], [dtype]). */
+static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **out) {
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
+    if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
+    if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
+    ck_storage *st = &m->f->storages[a[0]->u.storage];
+    ck_tdef *t = ck_alloc(&m->f->arena, sizeof *t);
+    if (!t) return OOM();
+    t->storage = a[0]->u.storage;
+    t->offset_pos = m->op_pos;
+    t->dtype = st->pub.dtype;
+    if (gid == G_REBUILD_TENSOR_V3) {
+        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != G_DTYPE)
+            return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
+        t->dtype = (ckpt_dtype)a[6]->dtype;
+        if (st->untyped && st->pub.dtype == CKPT_UINT8 && t->dtype != CKPT_UINT8)
+            st->pub.dtype = t->dtype; /* report the first view's dtype */
+    } else if (st->untyped) {
+        return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
+    }
+    if (!ck_as_int(a[1], &t->offset) || t->offset < 0)
+        return PFAIL("tensor storage offset is not a non-negative integer");
+    uint32_t nd2;
+    CK_TRY(int_list(m, a[2], "size", &t->ndim, &t->shape));
+    CK_TRY(int_list(m, a[3], "stride", &nd2, &t->stride));
+    if (nd2 != t->ndim) return PFAIL("tensor size has %u entries but stride %u", t->ndim, nd2);
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        if (ck_mul_ovf(numel, (uint64_t)t->shape[i], &numel))
+            return FAIL(CKPT_E_LIMIT, "tensor element count overflows");
+    t->numel = numel;
+    uint64_t nbytes;
+    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes) || nbytes > m->f->opt.max_tensor_bytes)
+        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit of %llu bytes",
+                    (unsigned long long)numel, (unsigned long long)m->f->opt.max_tensor_bytes);
+    if (gid != G_REBUILD_TENSOR) {
+        int64_t rg = 0;
+        ck_as_int(a[4], &rg);
+        t->requires_grad = rg != 0;
+    }
+    ckpt_value *v = ck_new(m->f, CKPT_V_TENSOR);
+    if (!v) return OOM();
+    v->u.t = t;
+    *out = v;
+    return 0;
+}
+
+static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args) {
+    ckpt_value *o = ck_new(m->f, CKPT_V_OBJECT);
+    if (!o) return NULL;
+    o->u.obj.callable = callable;
+    o->u.obj.args = args;
+    o->cls = callable->kind == CKPT_V_GLOBAL ? callable->cls
+             : callable->kind == CKPT_V_OBJECT ? callable->cls : "?";
+    if (!o->cls) o->cls = "?";
+    return o;
+}
+
+static ckpt_value *new_dict(machine *m, const char *cls) {
+    ckpt_value *d = ck_new(m->f, CKPT_V_DICT);
+    if (d) d->cls = cls;
+    return d;
+}
+
+/* Copy the items of a list/tuple/set arg into a new container. */
+static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out) {
+    ckpt_value *v = ck_new(m->f, kind);
+    if (!v) return OOM();
+    if (src) {
+        if (src->kind != CKPT_V_LIST && src->kind != CKPT_V_TUPLE && src->kind != CKPT_V_SET)
+            return 1; /* not something we interpret */
+        for (size_t i = 0; i < src->u.seq.n; i++)
+            if (ck_seq_push(m->f, v, src->u.seq.v[i])) return OOM();
+    }
+    *out = v;
+    return 0;
+}
+
+static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
+    if (src->kind == CKPT_V_DICT) {
+        for (size_t i = 0; i < src->u.seq.n; i++)
+            if (ck_seq_push(m->f, d, src->u.seq.v[i])) return OOM();
+        return 0;
+    }
+    if (!is_seq(src)) return 1;
+    for (size_t i = 0; i < src->u.seq.n; i++) {
+        ckpt_value *pr = src->u.seq.v[i];
+        if (!is_seq(pr) || pr->u.seq.n != 2) return 1;
+        if (ck_seq_push(m->f, d, pr->u.seq.v[0]) || ck_seq_push(m->f, d, pr->u.seq.v[1]))
+            return OOM();
+    }
+    return 0;
+}
+
+/* latin-1 text (as UTF-8) back to bytes: _codecs.encode(s, 'latin1'). */
+static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
+    char *o = ck_alloc(&m->f->arena, s->u.s.n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    const unsigned char *p = (const unsigned char *)s->u.s.p;
+    for (size_t i = 0; i < s->u.s.n;) {
+        if (p[i] < 0x80) {
+            o[k++] = (char)p[i++];
+        } else if ((p[i] & 0xe0) == 0xc0 && i + 1 < s->u.s.n && p[i] <= 0xc3) {
+            o[k++] = (char)(((p[i] & 0x1f) << 6) | (p[i + 1] & 0x3f));
+            i += 2;
+        } else {
+            return NULL; /* not latin-1 */
+        }
+    }
+    ckpt_value *v = ck_new(m->f, CKPT_V_BYTES);
+    if (!v) return NULL;
+    o[k] = 0;
+    v->u.s.p = o;
+    v->u.s.n = k;
+    return v;
+}
+
+/* REDUCE / NEWOBJ: callable(*args).  Interprets what torch's loader knows,
+ * makes an inert OBJECT of anything else. */
+static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out) {
+    mark_called(m, callable);
+    if (args->kind != CKPT_V_TUPLE) return PFAIL("call arguments are not a tuple");
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    *out = NULL;
+    if (callable->kind == CKPT_V_GLOBAL) {
+        int r;
+        switch (callable->gid) {
+        case G_REBUILD_TENSOR:
+        case G_REBUILD_TENSOR_V2:
+        case G_REBUILD_TENSOR_V3:
+            return rebuild_tensor(m, args, callable->gid, out);
+        case G_REBUILD_PARAMETER:
+        case G_REBUILD_PARAMETER_STATE:
+            if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
+                ck_tdef *t = ck_alloc_copy(&m->f->arena, a[0]->u.t, sizeof *t);
+                ckpt_value *v = t ? ck_new(m->f, CKPT_V_TENSOR) : NULL;
+                if (!v) return OOM();
+                int64_t rg = 0;
+                ck_as_int(a[1], &rg);
+                t->requires_grad = rg != 0;
+                t->listed = 0;
+                v->u.t = t;
+                *out = v;
+                return 0;
+            }
+            break;
+        case G_REBUILD_FROM_TYPE_V2:
+            if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
+                (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 ||
+                 a[0]->gid == G_REBUILD_TENSOR_V3 || a[0]->gid == G_REBUILD_PARAMETER ||
+                 a[0]->gid == G_REFUSED))
+                return apply(m, a[0], a[2], out);
+            break;
+        case G_REFUSED: {
+            ckpt_value *o = new_object(m, callable, args);
+            if (!o) return OOM();
+            o->u.obj.refused = callable->u.g.layout;
+            *out = o;
+            return 0;
+        }
+        case G_ORDEREDDICT:
+        case G_DICT:
+        case G_DEFAULTDICT: {
+            ckpt_value *d = new_dict(m, callable->gid == G_DICT ? NULL : callable->cls);
+            if (!d) return OOM();
+            if (n == 1 && callable->gid != G_DEFAULTDICT) {
+                r = dict_from_pairs(m, d, a[0]);
+                if (r < 0) return -1;
+                if (r > 0) break;
+            } else if (n > (callable->gid == G_DEFAULTDICT ? 1u : 0u)) {
+                break;
+            }
+            *out = d;
+            return 0;
+        }
+        case G_LIST:
+        case G_TUPLE:
+        case G_SET:
+        case G_FROZENSET: {
+            ckpt_kind k = callable->gid == G_LIST ? CKPT_V_LIST
+                          : callable->gid == G_TUPLE ? CKPT_V_TUPLE : CKPT_V_SET;
+            if (n > 1) break;
+            r = seq_from(m, k, n ? a[0] : NULL, out);
+            if (r < 0) return -1;
+            if (r == 0) return 0;
+            break;
+        }
+        case G_TORCH_SIZE:
+            if (n == 1) {
+                r = seq_from(m, CKPT_V_TUPLE, a[0], out);
+                if (r < 0) return -1;
+                if (r == 0) return 0;
+            }
+            break;
+        case G_CODECS_ENCODE:
+            if (n == 2 && a[0]->kind == CKPT_V_STR && a[1]->kind == CKPT_V_STR &&
+                (ck_is_str(a[1], "latin1") || ck_is_str(a[1], "latin-1") ||
+                 ck_is_str(a[1], "iso-8859-1"))) {
+                *out = latin1_bytes(m, a[0]);
+                if (*out) return 0;
+            }
+            break;
+        case G_BYTES:
+        case G_BYTEARRAY:
+            if (n == 0) {
+                *out = ck_new_str(m->f, CKPT_V_BYTES, "", 0);
+                return *out ? 0 : OOM();
+            }
+            if (n == 1 && a[0]->kind == CKPT_V_BYTES) {
+                *out = a[0];
+                return 0;
+            }
+            if (n == 2 && a[0]->kind == CKPT_V_STR && ck_is_str(a[1], "latin-1")) {
+                *out = latin1_bytes(m, a[0]);
+                if (*out) return 0;
+            }
+            break;
+        case G_COPYREG_RECONSTRUCTOR:
+            if (n == 3 && a[0]->kind == CKPT_V_GLOBAL) {
+                mark_called(m, a[0]);
+                *out = new_object(m, a[0], NULL);
+                return *out ? 0 : OOM();
+            }
+            break;
+        case G_COPYREG_NEWOBJ:
+            if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL) {
+                ckpt_value *rest = ck_new(m->f, CKPT_V_TUPLE);
+                if (!rest) return OOM();
+                for (size_t i = 1; i < n; i++)
+                    if (ck_seq_push(m->f, rest, a[i])) return OOM();
+                return apply(m, a[0], rest, out);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    *out = new_object(m, callable, args);
+    return *out ? 0 : OOM();
+}
+
+/* NEWOBJ cls(*args): like REDUCE for what we interpret, but a dict or list
+ * subclass created this way stays an object that gets items later. */
+static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **out) {
+    if (args->kind != CKPT_V_TUPLE) return PFAIL("NEWOBJ arguments are not a tuple");
+    if (cls->kind == CKPT_V_GLOBAL &&
+        (cls->gid == G_ORDEREDDICT || cls->gid == G_DICT || cls->gid == G_DEFAULTDICT ||
+         cls->gid == G_SET || cls->gid == G_FROZENSET || cls->gid == G_LIST ||
+         cls->gid == G_TUPLE || cls->gid == G_TORCH_SIZE))
+        return apply(m, cls, args, out);
+    mark_called(m, cls);
+    *out = new_object(m, cls, args);
+    return *out ? 0 : OOM();
+}
+
+/* ---- mutation opcodes -------------------------------------------------- */
+
+static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
+    if (target->kind == CKPT_V_LIST) {
+        if (ck_seq_push(m->f, target, item)) return OOM();
+        return 0;
+    }
+    if (target->kind == CKPT_V_OBJECT) {
+        if (!target->u.obj.list && !(target->u.obj.list = ck_new(m->f, CKPT_V_LIST)))
+            return OOM();
+        if (ck_seq_push(m->f, target->u.obj.list, item)) return OOM();
+        return 0;
+    }
+    return PFAIL("APPEND to a %s", ckpt_kind_name((ckpt_kind)target->kind));
+}
+
+static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v) {
+    ckpt_value *d = target;
+    if (target->kind == CKPT_V_OBJECT) {
+        if (!target->u.obj.items && !(target->u.obj.items = new_dict(m, NULL))) return OOM();
+        d = target->u.obj.items;
+    } else if (target->kind != CKPT_V_DICT) {
+        return PFAIL("SETITEM on a %s", ckpt_kind_name((ckpt_kind)target->kind));
+    }
+    if (ck_seq_push(m->f, d, k) || ck_seq_push(m->f, d, v)) return OOM();
+    return 0;
+}
+
+static int build(machine *m, ckpt_value *target, ckpt_value *state) {
+    switch (target->kind) {
+    case CKPT_V_OBJECT:
+        target->u.obj.state = state; /* last BUILD wins, as __setstate__ would */
+        return 0;
+    case CKPT_V_DICT:    /* OrderedDict's _metadata and friends: attributes */
+    case CKPT_V_TENSOR:  /* Tensor.__setstate__: requires_grad, hooks: ignored */
+    case CKPT_V_LIST:
+    case CKPT_V_SET:
+        return 0;
+    default:
+        return PFAIL("BUILD on a %s", ckpt_kind_name((ckpt_kind)target->kind));
+    }
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static int run(machine *m, ckpt_value **result) {
+    const uint8_t *buf = m->in->buf;
+    uint64_t ops = 0;
+    for (;;) {
+        m->op_pos = m->in->base >= 0 ? m->in->base + (int64_t)(m->p - buf) : (int64_t)(m->p - buf);
+        if (m->p >= m->end) {
+            if (m->in->more) {
+                m->need_more = 1;
+                return -1;
+            }
+            return PFAIL("pickle ends without STOP");
+        }
+        if (++ops > m->f->opt.max_ops)
+            return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes",
+                        (unsigned long long)m->f->opt.max_ops);
+        uint8_t op = *m->p++;
+        ckpt_value *v = NULL, *a, *b;
+        size_t base = 0;
+        const char *s;
+        size_t n;
+        switch (op) {
+        case '.': /* STOP */
+            if (!(v = pop(m))) return -1;
+            *result = v;
+            return 0;
+        case '(': /* MARK */
+            if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
+                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
+            CK_TRY(ck_grow((void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks, m->err));
+            m->marks[m->nmarks++] = m->sp;
+            break;
+        case '0': /* POP */
+            if (m->nmarks && m->marks[m->nmarks - 1] == m->sp) m->nmarks--;
+            else if (!pop(m)) return -1;
+            break;
+        case '1': /* POP_MARK */
+            CK_TRY(pop_mark(m, &base));
+            m->sp = base;
+            break;
+        case '2': /* DUP */
+            if (!(v = top(m))) return -1;
+            CK_TRY(push(m, v));
+            break;
+        case 'N': CK_TRY(push(m, ck_new(m->f, CKPT_V_NONE))); break;
+        case 0x88: CK_TRY(push(m, new_bool(m, true))); break;
+        case 0x89: CK_TRY(push(m, new_bool(m, false))); break;
+        case 'I': /* INT */
+            CK_TRY(line(m, &s, &n));
+            if (n == 2 && s[0] == '0' && s[1] == '0') v = new_bool(m, false);
+            else if (n == 2 && s[0] == '0' && s[1] == '1') v = new_bool(m, true);
+            else CK_TRY(parse_decimal(m, s, n, &v));
+            CK_TRY(push(m, v));
+            break;
+        case 'L': /* LONG */
+            CK_TRY(line(m, &s, &n));
+            if (n && s[n - 1] == 'L') n--;
+            CK_TRY(parse_decimal(m, s, n, &v));
+            CK_TRY(push(m, v));
+            break;
+        case 'J': CK_TRY(need(m, 4)); CK_TRY(push(m, new_int(m, (int32_t)ck_le32(m->p)))); m->p += 4; break;
+        case 'K': CK_TRY(need(m, 1)); CK_TRY(push(m, new_int(m, m->p[0]))); m->p += 1; break;
+        case 'M': CK_TRY(need(m, 2)); CK_TRY(push(m, new_int(m, ck_le16(m->p)))); m->p += 2; break;
+        case 0x8a: /* LONG1 */
+            CK_TRY(need(m, 1));
+            n = m->p[0];
+            CK_TRY(need(m, 1 + n));
+            CK_TRY(parse_long_bytes(m, m->p + 1, n, &v));
+            m->p += 1 + n;
+            CK_TRY(push(m, v));
+            break;
+        case 0x8b: { /* LONG4 */
+            CK_TRY(need(m, 4));
+            int32_t ln = (int32_t)ck_le32(m->p);
+            if (ln < 0) return PFAIL("LONG4 with negative length");
+            CK_TRY(need(m, 4 + (size_t)ln));
+            CK_TRY(parse_long_bytes(m, m->p + 4, (size_t)ln, &v));
+            m->p += 4 + (size_t)ln;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'F': { /* FLOAT */
+            CK_TRY(line(m, &s, &n));
+            char tmp[128];
+            if (n == 0 || n >= sizeof tmp) return PFAIL("bad FLOAT text");
+            memcpy(tmp, s, n);
+            tmp[n] = 0;
+            char *e;
+            double d = strtod(tmp, &e);
+            if (*e) return PFAIL("bad FLOAT text");
+            v = ck_new(m->f, CKPT_V_FLOAT);
+            if (v) v->u.f = d;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'G': { /* BINFLOAT: big-endian double */
+            CK_TRY(need(m, 8));
+            uint64_t u = 0;
+            for (int i = 0; i < 8; i++) u = (u << 8) | m->p[i];
+            double d;
+            memcpy(&d, &u, 8);
+            m->p += 8;
+            v = ck_new(m->f, CKPT_V_FLOAT);
+            if (v) v->u.f = d;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'S': /* STRING */
+            CK_TRY(line(m, &s, &n));
+            CK_TRY(quoted_string(m, s, n, &v));
+            CK_TRY(push(m, v));
+            break;
+        case 'V': /* UNICODE */
+            CK_TRY(line(m, &s, &n));
+            CK_TRY(push(m, raw_unicode(m, s, n)));
+            break;
+        case 'T': case 'X': case 'B': case 0x8d: case 0x8e: case 0x96:
+        case 'U': case 'C': case 0x8c: { /* length-prefixed strings and bytes */
+            size_t w = (op == 'U' || op == 'C' || op == 0x8c) ? 1
+                       : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
+            CK_TRY(need(m, w));
+            uint64_t len = w == 1 ? m->p[0] : w == 4 ? ck_le32(m->p) : ck_le64(m->p);
+            if (op == 'T' && len > INT32_MAX) return PFAIL("BINSTRING with negative length");
+            if (len > m->f->opt.max_pickle_bytes)
+                return FAIL(CKPT_E_LIMIT, "string of %llu bytes exceeds the pickle size limit",
+                            (unsigned long long)len);
+            CK_TRY(need(m, w + (size_t)len));
+            ckpt_kind k = (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
+            CK_TRY(push(m, ck_new_str(m->f, k, (const char *)m->p + w, (size_t)len)));
+            m->p += w + (size_t)len;
+            break;
+        }
+        case ')': CK_TRY(push(m, ck_new(m->f, CKPT_V_TUPLE))); break;
+        case ']': CK_TRY(push(m, ck_new(m->f, CKPT_V_LIST))); break;
+        case '}': CK_TRY(push(m, new_dict(m, NULL))); break;
+        case 0x8f: CK_TRY(push(m, ck_new(m->f, CKPT_V_SET))); break;
+        case 't': case 'l': case 0x91: case 'd': { /* TUPLE LIST FROZENSET DICT */
+            CK_TRY(pop_mark(m, &base));
+            size_t cnt = m->sp - base;
+            if (op == 'd' && cnt % 2) return PFAIL("DICT with an odd number of items");
+            v = op == 'd' ? new_dict(m, NULL)
+                : ck_new(m->f, op == 't' ? CKPT_V_TUPLE : op == 'l' ? CKPT_V_LIST : CKPT_V_SET);
+            if (!v) return OOM();
+            if (cnt) {
+                v->u.seq.v = ck_alloc_copy(&m->f->arena, m->stack + base, cnt * sizeof(ckpt_value *));
+                if (!v->u.seq.v) return OOM();
+                v->u.seq.n = v->u.seq.cap = cnt;
+            }
+            m->sp = base;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
+            size_t cnt = (size_t)(op - 0x84);
+            if (m->sp < fence(m) + cnt) return PFAIL("stack underflow");
+            v = ck_new(m->f, CKPT_V_TUPLE);
+            if (!v) return OOM();
+            v->u.seq.v = ck_alloc_copy(&m->f->arena, m->stack + m->sp - cnt, cnt * sizeof(ckpt_value *));
+            if (!v->u.seq.v) return OOM();
+            v->u.seq.n = v->u.seq.cap = cnt;
+            m->sp -= cnt;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'a': /* APPEND */
+            if (!(b = pop(m)) || !(a = top(m))) return -1;
+            CK_TRY(append_to(m, a, b));
+            break;
+        case 'e': /* APPENDS */
+            CK_TRY(pop_mark(m, &base));
+            if (base == 0 || base <= fence(m)) return PFAIL("APPENDS without a list");
+            a = m->stack[base - 1];
+            for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
+            m->sp = base;
+            break;
+        case 's': /* SETITEM */
+            if (!(b = pop(m)) || !(a = pop(m)) || !(v = top(m))) return -1;
+            CK_TRY(setitem(m, v, a, b));
+            break;
+        case 'u': /* SETITEMS */
+            CK_TRY(pop_mark(m, &base));
+            if (base == 0 || base <= fence(m)) return PFAIL("SETITEMS without a dict");
+            if ((m->sp - base) % 2) return PFAIL("SETITEMS with an odd number of items");
+            for (size_t i = base; i < m->sp; i += 2)
+                CK_TRY(setitem(m, m->stack[base - 1], m->stack[i], m->stack[i + 1]));
+            m->sp = base;
+            break;
+        case 0x90: /* ADDITEMS */
+            CK_TRY(pop_mark(m, &base));
+            if (base == 0 || base <= fence(m)) return PFAIL("ADDITEMS without a set");
+            a = m->stack[base - 1];
+            if (a->kind != CKPT_V_SET) return PFAIL("ADDITEMS to a %s", ckpt_kind_name((ckpt_kind)a->kind));
+            for (size_t i = base; i < m->sp; i++)
+                if (ck_seq_push(m->f, a, m->stack[i])) return OOM();
+            m->sp = base;
+            break;
+        case 'b': /* BUILD */
+            if (!(b = pop(m)) || !(a = top(m))) return -1;
+            CK_TRY(build(m, a, b));
+            break;
+        case 'p': { /* PUT */
+            CK_TRY(line(m, &s, &n));
+            CK_TRY(parse_decimal(m, s, n, &v));
+            if (v->kind != CKPT_V_INT || v->u.i < 0) return PFAIL("bad PUT key");
+            CK_TRY(memo_put(m, (uint64_t)v->u.i));
+            break;
+        }
+        case 'q': CK_TRY(need(m, 1)); CK_TRY(memo_put(m, m->p[0])); m->p += 1; break;
+        case 'r': CK_TRY(need(m, 4)); CK_TRY(memo_put(m, ck_le32(m->p))); m->p += 4; break;
+        case 0x94: CK_TRY(memo_put(m, m->mcount)); break; /* MEMOIZE */
+        case 'g': { /* GET */
+            CK_TRY(line(m, &s, &n));
+            CK_TRY(parse_decimal(m, s, n, &v));
+            if (v->kind != CKPT_V_INT || v->u.i < 0) return PFAIL("bad GET key");
+            CK_TRY(memo_get(m, (uint64_t)v->u.i));
+            break;
+        }
+        case 'h': CK_TRY(need(m, 1)); { uint8_t k = m->p[0]; m->p += 1; CK_TRY(memo_get(m, k)); } break;
+        case 'j': CK_TRY(need(m, 4)); { uint32_t k = ck_le32(m->p); m->p += 4; CK_TRY(memo_get(m, k)); } break;
+        case 'c': case 'i': { /* GLOBAL, INST */
+            const char *mod, *name;
+            size_t mn, nn;
+            CK_TRY(line(m, &mod, &mn));
+            CK_TRY(line(m, &name, &nn));
+            CK_TRY(make_global(m, mod, mn, name, nn));
+            if (op == 'i') {
+                ckpt_value *cls = m->stack[--m->sp];
+                CK_TRY(pop_mark(m, &base));
+                ckpt_value *args = ck_new(m->f, CKPT_V_TUPLE);
+                if (!args) return OOM();
+                for (size_t i = base; i < m->sp; i++)
+                    if (ck_seq_push(m->f, args, m->stack[i])) return OOM();
+                m->sp = base;
+                CK_TRY(apply(m, cls, args, &v));
+                CK_TRY(push(m, v));
+            }
+            break;
+        }
+        case 0x93: /* STACK_GLOBAL */
+            if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            if (a->kind != CKPT_V_STR || b->kind != CKPT_V_STR)
+                return PFAIL("STACK_GLOBAL needs two strings");
+            CK_TRY(make_global(m, a->u.s.p, a->u.s.n, b->u.s.p, b->u.s.n));
+            break;
+        case 'o': { /* OBJ */
+            CK_TRY(pop_mark(m, &base));
+            if (m->sp == base) return PFAIL("OBJ without a class");
+            ckpt_value *cls = m->stack[base];
+            ckpt_value *args = ck_new(m->f, CKPT_V_TUPLE);
+            if (!args) return OOM();
+            for (size_t i = base + 1; i < m->sp; i++)
+                if (ck_seq_push(m->f, args, m->stack[i])) return OOM();
+            m->sp = base;
+            CK_TRY(apply(m, cls, args, &v));
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'R': /* REDUCE */
+            if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            CK_TRY(apply(m, a, b, &v));
+            CK_TRY(push(m, v));
+            break;
+        case 0x81: /* NEWOBJ */
+            if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            CK_TRY(newobj(m, a, b, &v));
+            CK_TRY(push(m, v));
+            break;
+        case 0x92: { /* NEWOBJ_EX */
+            ckpt_value *kw;
+            if (!(kw = pop(m)) || !(b = pop(m)) || !(a = pop(m))) return -1;
+            if (kw->kind != CKPT_V_DICT) return PFAIL("NEWOBJ_EX keywords are not a dict");
+            CK_TRY(newobj(m, a, b, &v));
+            if (v->kind == CKPT_V_OBJECT && kw->u.seq.n) v->u.obj.items = kw;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 'P': /* PERSID */
+        case 'Q': { /* BINPERSID */
+            ckpt_value *pid;
+            if (op == 'P') {
+                CK_TRY(line(m, &s, &n));
+                pid = ck_new_str(m->f, CKPT_V_STR, s, n);
+                if (!pid) return OOM();
+            } else if (!(pid = pop(m))) {
+                return -1;
+            }
+            if (!m->in->persistent_load)
+                return PFAIL("persistent id in a pickle that cannot have one");
+            v = m->in->persistent_load(m->f, m->in->ud, pid, m->op_pos, m->err);
+            if (!v) return -1;
+            CK_TRY(push(m, v));
+            break;
+        }
+        case 0x80: /* PROTO */
+            CK_TRY(need(m, 1));
+            if (m->p[0] > 5) return PFAIL("unsupported pickle protocol %u", m->p[0]);
+            if (m->proto_seen++) CK_TRY(ck_note(m->f, "%s: PROTO opcode again at byte %lld",
+                                                m->in->label, (long long)m->op_pos));
+            m->p += 1;
+            break;
+        case 0x95: /* FRAME: a hint, the data follows inline */
+            CK_TRY(need(m, 8));
+            m->p += 8;
+            break;
+        case 0x82: case 0x83: case 0x84: /* EXT1 EXT2 EXT4 */
+            return FAIL(CKPT_E_UNSUPPORTED, "pickle uses the extension registry (opcode 0x%02x)", op);
+        case 0x97: /* NEXT_BUFFER */
+            return FAIL(CKPT_E_UNSUPPORTED, "pickle needs an out-of-band buffer");
+        case 0x98: /* READONLY_BUFFER */
+            if (!top(m)) return -1;
+            break;
+        default:
+            return PFAIL("unknown pickle opcode 0x%02x", op);
+        }
+    }
+}
+
+int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
+                  size_t *used, ckpt_error *err) {
+    machine m;
+    memset(&m, 0, sizeof m);
+    m.f = f;
+    m.in = in;
+    m.err = err;
+    m.p = in->buf;
+    m.end = in->buf + in->len;
+    ckpt_value *res = NULL;
+    int r = run(&m, &res);
+    if (r == 0) {
+        *out = res;
+        *used = (size_t)(m.p - in->buf);
+    } else if (m.need_more) {
+        r = 1;
+    }
+    free(m.stack);
+    free(m.marks);
+    free(m.mkeys);
+    free(m.mvals);
+    return r;
+}
+
+int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
+                 ckpt_value *(*pl)(ckpt_file *, void *, ckpt_value *, int64_t,
+                                   ckpt_error *),
+                 void *ud, ckpt_value **out, uint64_t *used, ckpt_error *err) {
+    if (end > f->src.size) end = f->src.size;
+    if (off >= end)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "missing pickle (%s)", label);
+    uint64_t avail = end - off;
+    uint64_t cap = avail < f->opt.max_pickle_bytes ? avail : f->opt.max_pickle_bytes;
+    ck_pickle_in in = {0};
+    in.base = (int64_t)off;
+    in.label = label;
+    in.persistent_load = pl;
+    in.ud = ud;
+    if (f->src.map) { /* the bytes are already in memory */
+        in.buf = f->src.map + off;
+        in.len = (size_t)cap;
+        size_t u = 0;
+        int r = ck_pickle_run(f, &in, out, &u, err);
+        if (r == 0) *used = u;
+        return r == 0 ? 0 : -1;
+    }
+    uint64_t win = cap < 65536 ? cap : 65536;
+    uint8_t *buf = NULL;
+    for (;;) {
+        uint8_t *nb = realloc(buf, (size_t)win);
+        if (!nb) {
+            free(buf);
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        }
+        buf = nb;
+        if (ck_read(&f->src, off, buf, (size_t)win, label, err)) {
+            free(buf);
+            return -1;
+        }
+        in.buf = buf;
+        in.len = (size_t)win;
+        in.more = win < cap;
+        size_t u = 0, ng = f->nglobals, nn = f->nnotes;
+        int r = ck_pickle_run(f, &in, out, &u, err);
+        if (r == 0) *used = u;
+        if (r != 1) {
+            free(buf);
+            if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
+                strstr(err->message, "truncated"))
+                return ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
+                               "%s is larger than the pickle size limit of %llu bytes",
+                               label, (unsigned long long)f->opt.max_pickle_bytes);
+            return r == 0 ? 0 : -1;
+        }
+        f->nglobals = ng; /* forget what the cut-short attempt recorded */
+        f->nnotes = nn;
+        win = win * 4 < cap ? win * 4 : cap; /* values built so far stay in the arena */
+    }
+}

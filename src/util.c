@@ -1,0 +1,311 @@
+/*
+ * util.c - the small things every layer uses: errors, the arena, a string
+ * hash map, dtype facts and growable arrays.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
+            ...) {
+    if (err) {
+        err->code = code;
+        err->offset = offset;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        /* one line: replace any control characters that came from the file */
+        for (char *p = err->message; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    }
+    return -1;
+}
+
+const char *ckpt_code_name(ckpt_code code) {
+    switch (code) {
+    case CKPT_OK: return "ok";
+    case CKPT_E_IO: return "i/o error";
+    case CKPT_E_NOMEM: return "out of memory";
+    case CKPT_E_FORMAT: return "format error";
+    case CKPT_E_PICKLE: return "pickle error";
+    case CKPT_E_LIMIT: return "limit exceeded";
+    case CKPT_E_UNSUPPORTED: return "unsupported";
+    case CKPT_E_NOTFOUND: return "not found";
+    case CKPT_E_ARG: return "bad argument";
+    case CKPT_E_NOTMAPPABLE: return "not mappable";
+    }
+    return "unknown error";
+}
+
+/* ---- arena ------------------------------------------------------------- */
+
+struct ck_block {
+    ck_block *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+#define CK_BLOCK_MIN ((size_t)64 << 10)
+
+void *ck_alloc(ck_arena *a, size_t n) {
+    n = (n + 7u) & ~(size_t)7u;
+    if (n == 0) n = 8;
+    ck_block *b = a->head;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = CK_BLOCK_MIN;
+        if (b && b->cap < ((size_t)8 << 20)) cap = b->cap * 2; /* grow blocks */
+        if (cap < n) cap = n;
+        if (cap > SIZE_MAX - sizeof(ck_block)) return NULL;
+        ck_block *nb = malloc(sizeof(ck_block) + cap);
+        if (!nb) return NULL;
+        nb->used = 0;
+        nb->cap = cap;
+        a->total += cap;
+        if (b && b->cap - b->used >= CK_BLOCK_MIN / 4 && n > CK_BLOCK_MIN / 4) {
+            /* a big one-off allocation: keep filling the current block */
+            nb->next = b->next;
+            b->next = nb;
+        } else {
+            nb->next = b;
+            a->head = nb;
+        }
+        b = nb;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+void *ck_alloc_copy(ck_arena *a, const void *p, size_t n) {
+    void *q = ck_alloc(a, n);
+    if (q && n) memcpy(q, p, n);
+    return q;
+}
+
+char *ck_strndup(ck_arena *a, const char *s, size_t n) {
+    if (n == SIZE_MAX) return NULL;
+    char *q = ck_alloc(a, n + 1);
+    if (!q) return NULL;
+    if (n) memcpy(q, s, n);
+    q[n] = 0;
+    return q;
+}
+
+void ck_arena_free(ck_arena *a) {
+    ck_block *b = a->head;
+    while (b) {
+        ck_block *n = b->next;
+        free(b);
+        b = n;
+    }
+    a->head = NULL;
+    a->total = 0;
+}
+
+/* ---- hash map ---------------------------------------------------------- */
+
+static uint64_t ck_hash(const char *k, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)k[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val) {
+    if (!m->cap) return false;
+    size_t mask = m->cap - 1;
+    for (size_t i = (size_t)ck_hash(k, n) & mask;; i = (i + 1) & mask) {
+        size_t s = m->slots[i];
+        if (!s) return false;
+        s--;
+        if (m->klen[s] == n && memcmp(m->keys[s], k, n) == 0) {
+            if (val) *val = m->vals[s];
+            return true;
+        }
+    }
+}
+
+int ck_map_put(ck_map *m, const char *k, size_t n, size_t val) {
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 64;
+        size_t *slots = calloc(ncap, sizeof *slots);
+        const char **keys = realloc((void *)m->keys, ncap / 2 * sizeof *keys);
+        if (keys) m->keys = keys;
+        size_t *klen = keys ? realloc(m->klen, ncap / 2 * sizeof *klen) : NULL;
+        if (klen) m->klen = klen;
+        size_t *vals = klen ? realloc(m->vals, ncap / 2 * sizeof *vals) : NULL;
+        if (vals) m->vals = vals;
+        if (!slots || !keys || !klen || !vals) {
+            free(slots);
+            return -1;
+        }
+        for (size_t s = 0; s < m->count; s++) {
+            size_t i = (size_t)ck_hash(m->keys[s], m->klen[s]) & (ncap - 1);
+            while (slots[i]) i = (i + 1) & (ncap - 1);
+            slots[i] = s + 1;
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = ncap;
+    }
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)ck_hash(k, n) & mask;
+    while (m->slots[i]) i = (i + 1) & mask;
+    m->keys[m->count] = k;
+    m->klen[m->count] = n;
+    m->vals[m->count] = val;
+    m->slots[i] = ++m->count;
+    return 0;
+}
+
+void ck_map_free(ck_map *m) {
+    free(m->slots);
+    free((void *)m->keys);
+    free(m->klen);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    uint8_t size, unit;
+} dtypes[CKPT_DTYPE_COUNT] = {
+    [CKPT_FLOAT64] = {"float64", 8, 8},
+    [CKPT_FLOAT32] = {"float32", 4, 4},
+    [CKPT_FLOAT16] = {"float16", 2, 2},
+    [CKPT_BFLOAT16] = {"bfloat16", 2, 2},
+    [CKPT_INT64] = {"int64", 8, 8},
+    [CKPT_INT32] = {"int32", 4, 4},
+    [CKPT_INT16] = {"int16", 2, 2},
+    [CKPT_INT8] = {"int8", 1, 1},
+    [CKPT_UINT8] = {"uint8", 1, 1},
+    [CKPT_BOOL] = {"bool", 1, 1},
+    [CKPT_COMPLEX64] = {"complex64", 8, 4},
+    [CKPT_COMPLEX128] = {"complex128", 16, 8},
+    [CKPT_COMPLEX32] = {"complex32", 4, 2},
+    [CKPT_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1, 1},
+    [CKPT_FLOAT8_E5M2] = {"float8_e5m2", 1, 1},
+    [CKPT_FLOAT8_E4M3FNUZ] = {"float8_e4m3fnuz", 1, 1},
+    [CKPT_FLOAT8_E5M2FNUZ] = {"float8_e5m2fnuz", 1, 1},
+    [CKPT_FLOAT8_E8M0FNU] = {"float8_e8m0fnu", 1, 1},
+    [CKPT_UINT16] = {"uint16", 2, 2},
+    [CKPT_UINT32] = {"uint32", 4, 4},
+    [CKPT_UINT64] = {"uint64", 8, 8},
+};
+
+const char *ck_dtype_name(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].name : "unknown";
+}
+size_t ck_dtype_size(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+size_t ck_dtype_swap_unit(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].unit : 1;
+}
+const char *ckpt_dtype_name(ckpt_dtype d) { return ck_dtype_name(d); }
+size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
+
+/* ---- growable arrays, notes ------------------------------------------- */
+
+int ck_grow(void **arr, size_t *cap, size_t need, size_t item,
+            ckpt_error *err) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2) return ck_fail(err, CKPT_E_NOMEM, -1, "array too large");
+        ncap *= 2;
+    }
+    if (ncap > SIZE_MAX / item) return ck_fail(err, CKPT_E_NOMEM, -1, "array too large");
+    void *p = realloc(*arr, ncap * item);
+    if (!p) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+int ck_note(ckpt_file *f, const char *fmt, ...) {
+    if (f->nnotes >= 1000) return 0; /* enough said */
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *s = ck_strndup(&f->arena, buf, strlen(buf));
+    if (!s) return -1;
+    if (ck_grow((void **)&f->notes, &f->cap_notes, f->nnotes + 1,
+                sizeof *f->notes, NULL))
+        return -1;
+    f->notes[f->nnotes++] = s;
+    return 0;
+}
+
+/* ---- value constructors ------------------------------------------------ */
+
+ckpt_value *ck_new(ckpt_file *f, ckpt_kind kind) {
+    ckpt_value *v = ck_alloc(&f->arena, sizeof *v);
+    if (!v) return NULL;
+    v->kind = (uint8_t)kind;
+    v->id = f->next_id++;
+    return v;
+}
+
+ckpt_value *ck_new_str(ckpt_file *f, ckpt_kind kind, const char *p, size_t n) {
+    ckpt_value *v = ck_new(f, kind);
+    if (!v) return NULL;
+    v->u.s.p = ck_strndup(&f->arena, p, n);
+    if (!v->u.s.p) return NULL;
+    v->u.s.n = n;
+    return v;
+}
+
+int ck_seq_push(ckpt_file *f, ckpt_value *v, ckpt_value *item) {
+    if (v->u.seq.n == v->u.seq.cap) {
+        size_t ncap = v->u.seq.cap ? v->u.seq.cap * 2 : 4;
+        if (ncap > SIZE_MAX / sizeof(ckpt_value *)) return -1;
+        ckpt_value **nv = ck_alloc(&f->arena, ncap * sizeof *nv);
+        if (!nv) return -1;
+        if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
+        v->u.seq.v = nv;
+        v->u.seq.cap = ncap;
+    }
+    v->u.seq.v[v->u.seq.n++] = item;
+    return 0;
+}
+
+int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
+                   bool *created, ckpt_error *err) {
+    size_t i;
+    if (ck_map_get(&f->storage_keys, key, klen, &i)) {
+        *idx = i;
+        *created = false;
+        return 0;
+    }
+    if (f->nstorages >= f->opt.max_entries)
+        return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages",
+                       f->opt.max_entries);
+    CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1,
+                   sizeof *f->storages, err));
+    ck_storage *s = &f->storages[f->nstorages];
+    memset(s, 0, sizeof *s);
+    s->pkey = ck_strndup(&f->arena, key, klen);
+    if (!s->pkey) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    s->pub.key = s->pkey;
+    s->pub.file_offset = -1;
+    s->root = -1;
+    s->decl_pos = -1;
+    if (ck_map_put(&f->storage_keys, s->pkey, klen, f->nstorages))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    *idx = f->nstorages++;
+    *created = true;
+    return 0;
+}

@@ -1,0 +1,545 @@
+/*
+ * zip.c - the ZIP container (torch.save since PyTorch 1.6; torch.jit.save).
+ *
+ *   [local header 30 + name + extra ("FB" padding to 64)] [record bytes] ...
+ *   [central directory: 46 + name + extra + comment per record]
+ *   [ZIP64 end record 56] [ZIP64 locator 20] [end record 22 + comment]
+ *
+ * Every record sits under one root folder, named after the file or
+ * "archive"; torch takes it from the first central directory entry, and so do
+ * we.  Records: data.pkl (the object), data/<key> (one per storage), version,
+ * byteorder ("little"/"big"), constants.pkl (TorchScript).  Sizes are read
+ * from the central directory (local headers carry zeros when the data
+ * descriptor flag is set); ZIP64 extra fields replace 0xFFFFFFFF values.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define SIG_LOCAL 0x04034b50u
+#define SIG_CENTRAL 0x02014b50u
+#define SIG_EOCD 0x06054b50u
+#define SIG_EOCD64 0x06064b50u
+#define SIG_LOC64 0x07064b50u
+
+static int find_eocd(ckpt_file *f, uint64_t *pos, uint8_t eocd[22], ckpt_error *err) {
+    uint64_t size = f->src.size;
+    if (size < 22) return ck_fail(err, CKPT_E_FORMAT, 0, "ZIP too short for an end of central directory record");
+    uint64_t tail = size < 65557 ? size : 65557;
+    uint8_t *buf = malloc((size_t)tail);
+    if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (ck_read(&f->src, size - tail, buf, (size_t)tail, "ZIP end record", err)) {
+        free(buf);
+        return -1;
+    }
+    for (size_t i = (size_t)tail - 22 + 1; i-- > 0;) {
+        if (ck_le32(buf + i) == SIG_EOCD) {
+            uint16_t clen = ck_le16(buf + i + 20);
+            if (i + 22 + clen > tail) continue; /* comment runs past the end */
+            memcpy(eocd, buf + i, 22);
+            *pos = size - tail + i;
+            free(buf);
+            return 0;
+        }
+    }
+    free(buf);
+    return ck_fail(err, CKPT_E_FORMAT, (int64_t)size, "ZIP end of central directory record not found");
+}
+
+/* Does a record name start with the root folder?  Returns the rest. */
+static const char *strip_root(const char *name, size_t n, const char *root, size_t rn,
+                              size_t *rest) {
+    if (n <= rn || memcmp(name, root, rn) != 0 || name[rn] != '/') return NULL;
+    *rest = n - rn - 1;
+    return name + rn + 1;
+}
+
+static int parse_central(ckpt_file *f, ckpt_error *err) {
+    uint8_t e[22] = {0};
+    uint64_t eocd_pos = 0;
+    CK_TRY(find_eocd(f, &eocd_pos, e, err));
+    uint64_t entries = ck_le16(e + 10), cd_size = ck_le32(e + 12), cd_off = ck_le32(e + 16);
+    if (ck_le16(e + 4) != 0 || ck_le16(e + 6) != 0)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "multi-disk ZIP archives are not supported");
+    bool need64 = entries == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu;
+    uint64_t dir_end = eocd_pos; /* the directory must end before this */
+    if (eocd_pos >= 20) {
+        uint8_t loc[20];
+        CK_TRY(ck_read(&f->src, eocd_pos - 20, loc, 20, "ZIP64 locator", err));
+        if (ck_le32(loc) == SIG_LOC64) {
+            uint64_t z_off = ck_le64(loc + 8);
+            uint8_t z[56];
+            if (z_off > eocd_pos - 20 || eocd_pos - 20 - z_off < 56)
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos - 20,
+                               "ZIP64 locator points outside the archive (%llu)",
+                               (unsigned long long)z_off);
+            CK_TRY(ck_read(&f->src, z_off, z, 56, "ZIP64 end record", err));
+            if (ck_le32(z) != SIG_EOCD64)
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z_off, "bad ZIP64 end record signature");
+            uint64_t e64 = ck_le64(z + 32), s64 = ck_le64(z + 40), o64 = ck_le64(z + 48);
+            if ((entries != 0xFFFF && entries != e64) ||
+                (cd_size != 0xFFFFFFFFu && cd_size != s64) ||
+                (cd_off != 0xFFFFFFFFu && cd_off != o64))
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z_off,
+                               "ZIP64 end record disagrees with the end record");
+            entries = e64;
+            cd_size = s64;
+            cd_off = o64;
+            need64 = false;
+            dir_end = z_off;
+        }
+    }
+    if (need64) return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "ZIP64 end record missing");
+    if (cd_off > dir_end || cd_size > dir_end - cd_off)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
+                       "central directory (%llu bytes at %llu) lies outside the archive",
+                       (unsigned long long)cd_size, (unsigned long long)cd_off);
+    if (entries > f->opt.max_entries)
+        return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos, "ZIP has %llu records (limit %u)",
+                       (unsigned long long)entries, f->opt.max_entries);
+    if (entries * 46 > cd_size)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
+                       "central directory of %llu bytes cannot hold %llu records",
+                       (unsigned long long)cd_size, (unsigned long long)entries);
+    if (entries == 0) return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "ZIP archive is empty");
+
+    f->zip = calloc((size_t)entries, sizeof *f->zip);
+    if (!f->zip) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ck_window w = {.src = &f->src};
+    uint64_t p = cd_off, end = cd_off + cd_size;
+    int rc = -1;
+    for (uint64_t i = 0; i < entries; i++) {
+        const uint8_t *h = ck_win(&w, p, 46, "central directory", err);
+        if (!h) goto out;
+        if (end - p < 46 || ck_le32(h) != SIG_CENTRAL) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "bad central directory entry %llu",
+                    (unsigned long long)i);
+            goto out;
+        }
+        ck_zip_entry *z = &f->zip[i];
+        z->cd_pos = (int64_t)p;
+        z->flags = ck_le16(h + 8);
+        z->method = ck_le16(h + 10);
+        z->crc = ck_le32(h + 16);
+        z->comp_size = ck_le32(h + 20);
+        z->size = ck_le32(h + 24);
+        uint16_t nlen = ck_le16(h + 28), xlen = ck_le16(h + 30), clen = ck_le16(h + 32);
+        z->local_off = ck_le32(h + 42);
+        uint64_t total = 46ull + nlen + xlen + clen;
+        if (total > end - p) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "central directory entry %llu runs past the directory",
+                    (unsigned long long)i);
+            goto out;
+        }
+        h = ck_win(&w, p, (size_t)total, "central directory", err);
+        if (!h) goto out;
+        z->name = ck_strndup(&f->arena, (const char *)h + 46, nlen);
+        if (!z->name) {
+            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            goto out;
+        }
+        z->name_len = nlen;
+        /* ZIP64 extra field */
+        const uint8_t *x = h + 46 + nlen, *xe = x + xlen;
+        while (xe - x >= 4) {
+            uint16_t id = ck_le16(x), sz = ck_le16(x + 2);
+            if ((size_t)(xe - x - 4) < sz) break;
+            if (id == 1) {
+                const uint8_t *q = x + 4, *qe = q + sz;
+                uint64_t *fields[3] = {&z->size, &z->comp_size, &z->local_off};
+                for (int k = 0; k < 3; k++) {
+                    if (*fields[k] != 0xFFFFFFFFu) continue;
+                    if (qe - q < 8) {
+                        ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "ZIP64 extra field of '%s' too short", z->name);
+                        goto out;
+                    }
+                    *fields[k] = ck_le64(q);
+                    q += 8;
+                }
+            }
+            x += 4 + sz;
+        }
+        if (z->method != 0 && z->method != 8) {
+            ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' uses compression method %u",
+                    z->name, z->method);
+            goto out;
+        }
+        if (z->flags & 1) {
+            ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' is encrypted", z->name);
+            goto out;
+        }
+        if (z->method == 0 && z->comp_size != z->size) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "stored record '%s' has compressed size %llu but size %llu",
+                    z->name, (unsigned long long)z->comp_size, (unsigned long long)z->size);
+            goto out;
+        }
+        p += total;
+        f->nzip++;
+    }
+    /* local headers: where each record's bytes start */
+    for (size_t i = 0; i < f->nzip; i++) {
+        ck_zip_entry *z = &f->zip[i];
+        if (z->local_off > cd_off || cd_off - z->local_off < 30) {
+            ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "local header of '%s' lies outside the archive (%llu)",
+                    z->name, (unsigned long long)z->local_off);
+            goto out;
+        }
+        const uint8_t *h = ck_win(&w, z->local_off, 30, "local header", err);
+        if (!h) goto out;
+        if (ck_le32(h) != SIG_LOCAL) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "bad local header signature for '%s'", z->name);
+            goto out;
+        }
+        uint64_t data = z->local_off + 30 + ck_le16(h + 26) + ck_le16(h + 28);
+        if (data > cd_off || z->comp_size > cd_off - data) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                    "record '%s' (%llu bytes at %llu) runs into the central directory",
+                    z->name, (unsigned long long)z->comp_size, (unsigned long long)data);
+            goto out;
+        }
+        z->data_off = data;
+    }
+    rc = 0;
+out:
+    ck_win_free(&w);
+    return rc;
+}
+
+/* Index the records under the root folder by their name below it. */
+static int index_records(ckpt_file *f, ckpt_error *err) {
+    const char *first = f->zip[0].name;
+    const char *slash = memchr(first, '/', f->zip[0].name_len);
+    if (!slash)
+        return ck_fail(err, CKPT_E_FORMAT, f->zip[0].cd_pos,
+                       "ZIP record '%s' is not inside a root folder: not a torch.save archive", first);
+    size_t rn = (size_t)(slash - first);
+    f->root_name = ck_strndup(&f->arena, first, rn);
+    if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    for (size_t i = 0; i < f->nzip; i++) {
+        size_t rest;
+        const char *r = strip_root(f->zip[i].name, f->zip[i].name_len, f->root_name, rn, &rest);
+        if (!r) continue;
+        if (ck_map_get(&f->zip_names, r, rest, NULL))
+            return ck_fail(err, CKPT_E_FORMAT, f->zip[i].cd_pos, "ZIP record '%s' appears twice",
+                           f->zip[i].name);
+        if (ck_map_put(&f->zip_names, r, rest, i)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
+
+static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
+    size_t i;
+    if (!ck_map_get(&f->zip_names, name, strlen(name), &i)) return NULL;
+    return &f->zip[i];
+}
+
+/* Inflate a deflated record: copy bytes [off, off+n) of its output. */
+static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out,
+                         size_t n, ckpt_error *err) {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
+    size_t chunk = 1 << 16;
+    uint8_t *in = malloc(chunk), *tmp = malloc(chunk);
+    int rc = -1;
+    if (!in || !tmp) {
+        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        goto done;
+    }
+    uint64_t in_pos = 0, out_pos = 0, want_end = off + n;
+    uint8_t *dst = out;
+    while (out_pos < want_end) {
+        if (zs.avail_in == 0) {
+            if (in_pos == z->comp_size) {
+                ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' ends early", z->name);
+                goto done;
+            }
+            uint64_t k = z->comp_size - in_pos < chunk ? z->comp_size - in_pos : chunk;
+            if (ck_read(&f->src, z->data_off + in_pos, in, (size_t)k, z->name, err)) goto done;
+            in_pos += k;
+            zs.next_in = in;
+            zs.avail_in = (uInt)k;
+        }
+        /* inflate straight into the caller's buffer once we reach `off` */
+        uint8_t *o;
+        size_t room;
+        if (out_pos >= off) {
+            o = dst + (out_pos - off);
+            room = (size_t)(want_end - out_pos);
+            if (room > (1u << 30)) room = 1u << 30;
+        } else {
+            o = tmp;
+            room = off - out_pos < chunk ? (size_t)(off - out_pos) : chunk;
+        }
+        zs.next_out = o;
+        zs.avail_out = (uInt)room;
+        int r = inflate(&zs, Z_NO_FLUSH);
+        if (r != Z_OK && r != Z_STREAM_END && !(r == Z_BUF_ERROR && zs.avail_in == 0)) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + in_pos),
+                    "deflated record '%s' is corrupt (%s)", z->name, zs.msg ? zs.msg : "inflate error");
+            goto done;
+        }
+        out_pos += room - zs.avail_out;
+        if (r == Z_STREAM_END && out_pos < want_end) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' is shorter than declared",
+                    z->name);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    inflateEnd(&zs);
+    free(in);
+    free(tmp);
+    return rc;
+}
+
+int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                     ckpt_error *err) {
+    while (s->root >= 0) {
+        off += s->view_off;
+        s = &f->storages[s->root];
+    }
+    if (off > s->pub.nbytes || n > s->pub.nbytes - off)
+        return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pkey);
+    if (f->format == CKPT_FORMAT_ZIP && s->method == 8) {
+        size_t zi;
+        char name[300];
+        snprintf(name, sizeof name, "data/%s", s->pkey);
+        if (!ck_map_get(&f->zip_names, name, strlen(name), &zi))
+            return ck_fail(err, CKPT_E_FORMAT, -1, "storage record '%s' missing", name);
+        return inflate_range(f, &f->zip[zi], off, buf, n, err);
+    }
+    return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
+}
+
+/* Parse ('storage', StorageClass, key, location, numel[, view]) into its
+ * parts, shared by ZIP and the legacy stream. */
+typedef struct storage_pid {
+    ckpt_value *cls;
+    char key[64];
+    size_t klen;
+    int64_t numel;
+    ckpt_value *view;
+} storage_pid;
+
+static int key_text(const ckpt_value *v, char *buf, size_t cap, size_t *n) {
+    if (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) {
+        if (v->u.s.n >= cap) return -1;
+        memcpy(buf, v->u.s.p, v->u.s.n);
+        buf[v->u.s.n] = 0;
+        *n = v->u.s.n;
+        return 0;
+    }
+    if (v->kind == CKPT_V_INT) {
+        int k = snprintf(buf, cap, "%lld", (long long)v->u.i);
+        *n = (size_t)k;
+        return 0;
+    }
+    return -1;
+}
+
+static bool is_text(const ckpt_value *v, const char *s) {
+    return v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) && strlen(s) == v->u.s.n &&
+           memcmp(v->u.s.p, s, v->u.s.n) == 0;
+}
+
+static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out, ckpt_error *err) {
+    if (pid->kind != CKPT_V_TUPLE || pid->u.seq.n < 5 || !is_text(pid->u.seq.v[0], "storage"))
+        return ck_fail(err, CKPT_E_PICKLE, pos, "persistent id is not a storage reference");
+    ckpt_value **a = pid->u.seq.v;
+    if (a[1]->kind != CKPT_V_GLOBAL || a[1]->gid != G_STORAGE_CLASS)
+        return ck_fail(err, CKPT_E_UNSUPPORTED, pos, "unknown storage class %s",
+                       a[1]->kind == CKPT_V_GLOBAL ? a[1]->cls : ckpt_kind_name((ckpt_kind)a[1]->kind));
+    out->cls = a[1];
+    if (key_text(a[2], out->key, sizeof out->key, &out->klen))
+        return ck_fail(err, CKPT_E_PICKLE, pos, "storage key is not a short string");
+    if (!ck_as_int(a[4], &out->numel) || out->numel < 0)
+        return ck_fail(err, CKPT_E_PICKLE, pos, "storage size is not a non-negative integer");
+    out->view = NULL;
+    if (legacy) {
+        if (pid->u.seq.n != 6)
+            return ck_fail(err, CKPT_E_PICKLE, pos, "legacy storage id has %zu fields, not 6", pid->u.seq.n);
+        if (a[5]->kind != CKPT_V_NONE) out->view = a[5];
+    } else if (pid->u.seq.n != 5) {
+        return ck_fail(err, CKPT_E_PICKLE, pos, "storage id has %zu fields, not 5", pid->u.seq.n);
+    }
+    return 0;
+}
+
+static int storage_size(ckpt_file *f, ckpt_dtype dt, int64_t numel, int64_t pos, uint64_t *nbytes,
+                        ckpt_error *err) {
+    if (ck_mul_ovf((uint64_t)numel, ck_dtype_size(dt), nbytes))
+        return ck_fail(err, CKPT_E_LIMIT, pos, "storage size overflows");
+    if (*nbytes > f->src.size)
+        return ck_fail(err, CKPT_E_FORMAT, pos, "storage of %llu bytes is larger than the file (%llu)",
+                       (unsigned long long)*nbytes, (unsigned long long)f->src.size);
+    return 0;
+}
+
+static ckpt_value *storage_value(ckpt_file *f, size_t idx, ckpt_error *err) {
+    ckpt_value *v = ck_new(f, CKPT_V_STORAGE);
+    if (!v) {
+        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        return NULL;
+    }
+    v->u.storage = idx;
+    return v;
+}
+
+ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy, ckpt_error *err) {
+    if (legacy && pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 2 && is_text(pid->u.seq.v[0], "module"))
+        return pid->u.seq.v[1]; /* the module's class, source is not checked */
+    storage_pid p;
+    if (parse_pid(pid, pos, legacy, &p, err)) return NULL;
+    ckpt_dtype dt = (ckpt_dtype)p.cls->dtype;
+    uint64_t nbytes;
+    if (storage_size(f, dt, p.numel, pos, &nbytes, err)) return NULL;
+    size_t idx;
+    bool created;
+    if (ck_storage_get(f, p.key, p.klen, &idx, &created, err)) return NULL;
+    ck_storage *s = &f->storages[idx];
+    if (created) {
+        s->pub.dtype = dt;
+        s->untyped = p.cls->untyped;
+        s->declared = (uint64_t)p.numel;
+        s->decl_pos = pos;
+        s->pub.nbytes = nbytes;
+        if (!legacy) {
+            char name[80];
+            snprintf(name, sizeof name, "data/%s", p.key);
+            const ck_zip_entry *z = record(f, name);
+            if (!z) {
+                ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
+                return NULL;
+            }
+            if (z->size < nbytes) {
+                ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
+                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
+                return NULL;
+            }
+            s->data_off = z->data_off;
+            s->comp_size = z->comp_size;
+            s->crc = z->crc;
+            s->method = z->method;
+            s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
+            s->resolved = true;
+        }
+    } else if (s->declared != (uint64_t)p.numel && s->root < 0) {
+        ck_fail(err, CKPT_E_FORMAT, pos, "storage '%s' declared with %lld elements, earlier with %llu",
+                p.key, (long long)p.numel, (unsigned long long)s->declared);
+        return NULL;
+    }
+    if (!p.view) return storage_value(f, idx, err);
+    /* legacy view: (view_key, offset, size) in elements of the root */
+    ckpt_value *vm = p.view;
+    int64_t voff, vsize;
+    char vkey[64];
+    size_t vklen;
+    if (vm->kind != CKPT_V_TUPLE || vm->u.seq.n != 3 || key_text(vm->u.seq.v[0], vkey, sizeof vkey, &vklen) ||
+        !ck_as_int(vm->u.seq.v[1], &voff) || !ck_as_int(vm->u.seq.v[2], &vsize) || voff < 0 || vsize < 0) {
+        ck_fail(err, CKPT_E_PICKLE, pos, "bad storage view metadata");
+        return NULL;
+    }
+    if ((uint64_t)voff > s->declared || (uint64_t)vsize > s->declared - (uint64_t)voff) {
+        ck_fail(err, CKPT_E_FORMAT, pos, "storage view [%lld, +%lld) lies outside storage '%s' of %llu elements",
+                (long long)voff, (long long)vsize, p.key, (unsigned long long)s->declared);
+        return NULL;
+    }
+    size_t root = idx, vidx;
+    if (ck_storage_get(f, vkey, vklen, &vidx, &created, err)) return NULL;
+    ck_storage *vs = &f->storages[vidx];
+    s = &f->storages[root];
+    if (created) {
+        if (vidx == root) {
+            ck_fail(err, CKPT_E_FORMAT, pos, "storage view '%s' is its own root", vkey);
+            return NULL;
+        }
+        size_t es = ck_dtype_size(s->pub.dtype);
+        vs->pub.dtype = s->pub.dtype;
+        vs->root = (int64_t)root;
+        vs->view_off = (uint64_t)voff * es;
+        vs->pub.nbytes = (uint64_t)vsize * es;
+        vs->declared = (uint64_t)vsize;
+        vs->decl_pos = pos;
+    } else if (vs->root != (int64_t)root) {
+        ck_fail(err, CKPT_E_FORMAT, pos, "storage view '%s' reused with another root", vkey);
+        return NULL;
+    }
+    return storage_value(f, vidx, err);
+}
+
+static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+    (void)ud;
+    return ck_storage_pid(f, pid, pos, false, err);
+}
+
+/* Read a small text record (version, byteorder). */
+static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t cap, ckpt_error *err) {
+    buf[0] = 0;
+    if (z->size >= cap) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
+    if (z->method == 8) CK_TRY(inflate_range(f, z, 0, buf, (size_t)z->size, err));
+    else CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
+    buf[z->size] = 0;
+    return 0;
+}
+
+int ck_zip_open(ckpt_file *f, ckpt_error *err) {
+    f->format = CKPT_FORMAT_ZIP;
+    CK_TRY(parse_central(f, err));
+    CK_TRY(index_records(f, err));
+    const ck_zip_entry *pkl = record(f, "data.pkl");
+    if (record(f, "constants.pkl")) {
+        f->format = CKPT_FORMAT_TORCHSCRIPT;
+    } else if (!pkl) {
+        return ck_fail(err, CKPT_E_FORMAT, -1, "ZIP archive has no %s/data.pkl: not a torch.save file",
+                       f->root_name);
+    }
+    char buf[64];
+    const ck_zip_entry *ver = record(f, "version");
+    if (!ver) ver = record(f, ".data/version");
+    if (ver) {
+        CK_TRY(small_record(f, ver, buf, sizeof buf, err));
+        size_t n = strcspn(buf, "\r\n");
+        f->version = ck_strndup(&f->arena, buf, n);
+        if (!f->version) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    const ck_zip_entry *bo = record(f, "byteorder");
+    if (bo) {
+        CK_TRY(small_record(f, bo, buf, sizeof buf, err));
+        size_t n = strcspn(buf, "\r\n");
+        if (n == 3 && memcmp(buf, "big", 3) == 0) f->byteorder = CKPT_BIG;
+        else if (n == 6 && memcmp(buf, "little", 6) == 0) f->byteorder = CKPT_LITTLE;
+        else return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off, "byteorder record says '%.*s'",
+                            (int)(n > 20 ? 20 : n), buf);
+    }
+    if (f->format == CKPT_FORMAT_TORCHSCRIPT) return 0; /* weights: later work */
+    if (pkl->size > f->opt.max_pickle_bytes)
+        return ck_fail(err, CKPT_E_LIMIT, pkl->cd_pos, "data.pkl is %llu bytes (limit %llu)",
+                       (unsigned long long)pkl->size, (unsigned long long)f->opt.max_pickle_bytes);
+    f->pickle_label = "data.pkl";
+    if (pkl->method == 0) {
+        uint64_t used;
+        CK_TRY(ck_pickle_at(f, pkl->data_off, pkl->data_off + pkl->size, "data.pkl", zip_pid, NULL,
+                            &f->root, &used, err));
+        if (used < pkl->size) CK_TRY(ck_note(f, "data.pkl: %llu bytes after STOP",
+                                             (unsigned long long)(pkl->size - used)));
+        return 0;
+    }
+    uint8_t *buf2 = malloc(pkl->size ? (size_t)pkl->size : 1);
+    if (!buf2) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (inflate_range(f, pkl, 0, buf2, (size_t)pkl->size, err)) {
+        free(buf2);
+        return -1;
+    }
+    ck_pickle_in in = {.buf = buf2, .len = (size_t)pkl->size, .base = -1, .label = "data.pkl",
+                       .persistent_load = zip_pid};
+    size_t used = 0;
+    int r = ck_pickle_run(f, &in, &f->root, &used, err);
+    if (r == 0 && used < pkl->size) r = ck_note(f, "data.pkl: %zu bytes after STOP", (size_t)pkl->size - used);
+    free(buf2);
+    return r == 0 ? 0 : -1;
+}
