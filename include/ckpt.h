@@ -327,6 +327,23 @@ typedef struct ckpt_global_ref {
 CKPT_API size_t ckpt_global_count(const ckpt_file *f);
 CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);
 
+/* ------------------------------------------------------------------------ */
+/* Integrity                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Deep integrity check, reading every stored byte once: for ZIP the CRC-32
+ * of every record (a zero CRC means none was recorded: reported through
+ * `note`, not a failure), each local header agreeing with the central
+ * directory (name, method, sizes, CRC) and each data descriptor; for every
+ * container the checks ckpt_open already made (storage sizes against their
+ * declarations, tensor extents inside storages, TAR header checksums, legacy
+ * element counts).  `note` (may be NULL) receives one line per observation.
+ * Returns 0 when intact, or -1 with err naming the first bad record, e.g.
+ * "crc mismatch in archive/data/3". */
+CKPT_API int ckpt_verify(const ckpt_file *f,
+                         void (*note)(void *ctx, const char *line), void *ctx,
+                         ckpt_error *err);
+
 /* Oddities the pickle machine noticed (several PROTO opcodes, data after
  * STOP, ...), one line each. */
 CKPT_API size_t ckpt_note_count(const ckpt_file *f);

@@ -129,7 +129,7 @@ const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key) {
 
 static bool in_set(const ckpt_value *set, const ckpt_value *k) {
     if (!set || k->kind != CKPT_V_STR) return false;
-    if (set->kind == CKPT_V_OBJECT) set = set->u.obj.args && set->u.obj.args->u.seq.n ? set->u.obj.args->u.seq.v[0] : NULL;
+    if (set->kind == CKPT_V_OBJECT) set = set->u.obj->args && set->u.obj->args->u.seq.n ? set->u.obj->args->u.seq.v[0] : NULL;
     if (!set || (set->kind != CKPT_V_SET && set->kind != CKPT_V_LIST && set->kind != CKPT_V_TUPLE)) return false;
     for (size_t i = 0; i < set->u.seq.n; i++) {
         const ckpt_value *e = set->u.seq.v[i];
@@ -167,7 +167,7 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth) {
 }
 
 static bool is_module(const ckpt_value *o) {
-    const ckpt_value *st = o->u.obj.state;
+    const ckpt_value *st = o->u.obj->state;
     return st && st->kind == CKPT_V_DICT && ck_dict_get(st, "_parameters") && ck_dict_get(st, "_modules");
 }
 
@@ -190,20 +190,20 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     case CKPT_V_SET: r = walk_seq(w, v, depth); break;
     case CKPT_V_DICT: r = walk_dict(w, v, depth); break;
     case CKPT_V_OBJECT:
-        if (v->u.obj.refused) {
+        if (v->u.obj->refused) {
             r = ck_fail(w->err, CKPT_E_UNSUPPORTED, -1, "tensor '%s' has a %s layout, which ckpt does not read",
-                        w->name ? w->name : "", v->u.obj.refused);
+                        w->name ? w->name : "", v->u.obj->refused);
             break;
         }
         if (is_module(v)) {
-            r = walk_module(w, v->u.obj.state, depth);
+            r = walk_module(w, v->u.obj->state, depth);
             break;
         }
-        if (v->u.obj.args && v->u.obj.args->kind == CKPT_V_TUPLE) r = walk_seq(w, v->u.obj.args, depth);
-        if (!r && v->u.obj.items && v->u.obj.items->kind == CKPT_V_DICT) r = walk_dict(w, v->u.obj.items, depth);
-        if (!r && v->u.obj.list) r = walk_seq(w, v->u.obj.list, depth);
-        if (!r && v->u.obj.state) {
-            const ckpt_value *st = v->u.obj.state;
+        if (v->u.obj->args && v->u.obj->args->kind == CKPT_V_TUPLE) r = walk_seq(w, v->u.obj->args, depth);
+        if (!r && v->u.obj->items && v->u.obj->items->kind == CKPT_V_DICT) r = walk_dict(w, v->u.obj->items, depth);
+        if (!r && v->u.obj->list) r = walk_seq(w, v->u.obj->list, depth);
+        if (!r && v->u.obj->state) {
+            const ckpt_value *st = v->u.obj->state;
             if (st->kind == CKPT_V_DICT) r = walk_dict(w, st, depth);
             else r = walk(w, st, depth + 1);
         }
@@ -226,7 +226,9 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name) {
             return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows", name);
     }
     uint64_t end;
-    if (ck_add_ovf(last, 1, &end) || ck_mul_ovf(end, es, &end) || end > s->pub.nbytes)
+    if (ck_add_ovf(last, 1, &end) || ck_mul_ovf(end, es, &end))
+        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows", name);
+    if (end > s->pub.nbytes)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                        "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes", name,
                        (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
@@ -239,15 +241,15 @@ static int emit(walker *w, const ckpt_value *v) {
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors", f->opt.max_entries);
-    if (ck_map_get(&f->tensor_names, name, w->len, NULL))
-        return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
     memset(o, 0, sizeof *o);
-    o->name = ck_strndup(&f->arena, name, w->len);
-    if (!o->name || ck_map_put(&f->tensor_names, o->name, w->len, f->ntensors))
-        return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
+    o->name = ck_strndup(&f->arena, name, nlen);
+    int added = o->name ? ck_map_add(&f->tensor_names, o->name, nlen, f->ntensors, NULL) : -1;
+    if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    if (added > 0) return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
     o->dtype = t->dtype;
@@ -259,12 +261,15 @@ static int emit(walker *w, const ckpt_value *v) {
     o->numel = t->numel;
     o->nbytes = t->numel * es;
     o->requires_grad = t->requires_grad;
-    o->file_offset = s->pub.file_offset >= 0 ? s->pub.file_offset + t->offset * (int64_t)es : -1;
-    int64_t expect = 1;
+    /* check_extent() bounded offset * es for a non-empty tensor; an empty
+     * one may carry any offset, so it points at its storage's start */
+    o->file_offset = s->pub.file_offset < 0 ? -1
+                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es : s->pub.file_offset;
+    uint64_t expect = 1;
     o->contiguous = 1;
     for (uint32_t i = t->ndim; i-- > 0;) {
-        if (t->shape[i] != 1 && t->stride[i] != expect) o->contiguous = 0;
-        expect *= t->shape[i] ? t->shape[i] : 1;
+        if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) o->contiguous = 0;
+        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break; /* numel 0 only */
     }
     if (!t->listed) t->listed = f->ntensors + 1;
     f->total_bytes += o->nbytes;
@@ -276,7 +281,7 @@ static int select_key(ckpt_file *f, ckpt_error *err) {
     f->sel = f->root;
     if (!f->opt.key) return 0;
     const ckpt_value *d = f->root;
-    if (d && d->kind == CKPT_V_OBJECT && d->u.obj.items) d = d->u.obj.items;
+    if (d && d->kind == CKPT_V_OBJECT && d->u.obj->items) d = d->u.obj->items;
     if (!d || d->kind != CKPT_V_DICT)
         return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s': the object is a %s, not a dict",
                        f->opt.key, d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
@@ -305,7 +310,7 @@ static int select_key(ckpt_file *f, ckpt_error *err) {
 
 int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     CK_TRY(select_key(f, err));
-    if (!f->sel) return 0;
+    if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT) return 0; /* its weights: later work */
     walker w = {.f = f, .err = err};
     w.onpath = calloc(f->next_id ? f->next_id : 1, 1);
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -318,7 +323,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
 /* ---- open / close ------------------------------------------------------- */
 
 static bool pickle_start(uint8_t b) {
-    return b == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", b) != NULL;
+    return b == 0x80 || (b != 0 && strchr("(]})NIJKLFSVUXTcdlt", b) != NULL);
 }
 
 static int open_plain(ckpt_file *f, ckpt_error *err) {
@@ -437,6 +442,7 @@ void ckpt_close(ckpt_file *f) {
     free(f->globals);
     free(f->notes);
     free(f->zip);
+    free(f->zip_storage);
     ck_arena_free(&f->arena);
     free(f);
 }
@@ -526,7 +532,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         roff += rs->view_off;
         rs = &f->storages[rs->root];
     }
-    bool stored = !(f->format == CKPT_FORMAT_ZIP && rs->method == 8);
+    bool stored = rs->method != 8;
     if (f->src.map && stored) {
         base = f->src.map + rs->data_off + roff + span_lo * es;
     } else if (span <= (e1 - e0) * es * 4 + ((uint64_t)1 << 20) || !stored) {
@@ -629,4 +635,20 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         return NULL;
     }
     return f->src.map + t->file_offset;
+}
+
+int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err);
+
+int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
+    if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (f->format == CKPT_FORMAT_ZIP || f->format == CKPT_FORMAT_TORCHSCRIPT) return ck_zip_verify(f, note, ctx, err);
+    if (note) {
+        if (f->format == CKPT_FORMAT_LEGACY)
+            note(ctx, "legacy stream: no checksums; storage element counts and sizes checked");
+        else if (f->format == CKPT_FORMAT_TAR)
+            note(ctx, "tar: header checksums, storage counts and tensor extents checked; data has no checksums");
+        else
+            note(ctx, "plain pickle: parsed to STOP; no checksums");
+    }
+    return 0;
 }

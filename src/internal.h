@@ -69,17 +69,25 @@ char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
 
 /* ---- string -> index hash map (arena backed, insertion ordered ids) ---- */
+typedef struct ck_map_slot {
+    uint64_t hash;
+    size_t idx; /* entry index + 1, 0 = empty */
+} ck_map_slot;
+typedef struct ck_map_entry {
+    const char *key;
+    size_t len, val;
+} ck_map_entry;
 typedef struct ck_map {
-    size_t *slots;  /* index+1, 0 = empty */
-    const char **keys;
-    size_t *klen;
-    size_t *vals;
+    ck_map_slot *slots;
+    ck_map_entry *entries;
     size_t count, cap; /* cap is a power of two */
 } ck_map;
 /* Find: returns true and *val when present. */
 bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val);
 /* Insert (key must outlive the map).  Returns -1 on OOM. */
 int ck_map_put(ck_map *m, const char *k, size_t n, size_t val);
+/* Insert unless present: 0 inserted, 1 present (*val gets its value), -1 OOM. */
+int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
 void ck_map_free(ck_map *m);
 
 /* ---- dtypes ------------------------------------------------------------ */
@@ -155,6 +163,18 @@ typedef enum ck_gid {
 
 typedef struct ck_tdef ck_tdef;
 
+/* The rarer parts of values live out of line, keeping a node at 40 bytes. */
+typedef struct ck_obj {
+    ckpt_value *callable;
+    ckpt_value *args, *state, *items, *list;
+    const char *refused; /* layout name when a refused tensor kind */
+} ck_obj;
+typedef struct ck_global {
+    const char *module, *name;
+    size_t gref;         /* index in ckpt_file.globals */
+    const char *layout;  /* for refused rebuilds */
+} ck_global;
+
 struct ckpt_value {
     uint8_t kind;      /* ckpt_kind */
     uint8_t gid;       /* ck_gid for GLOBAL */
@@ -168,12 +188,8 @@ struct ckpt_value {
         double f;
         struct { char *p; size_t n; } s;                 /* STR BYTES BIGINT */
         struct { ckpt_value **v; size_t n, cap; } seq;   /* LIST TUPLE SET; DICT: 2n */
-        struct {
-            ckpt_value *callable;
-            ckpt_value *args, *state, *items, *list;
-            const char *refused; /* layout name when a refused tensor kind */
-        } obj;
-        struct { const char *module, *name; size_t gref; const char *layout; } g;
+        ck_obj *obj;                                      /* OBJECT */
+        ck_global *g;                                     /* GLOBAL */
         ck_tdef *t;                                       /* TENSOR */
         size_t storage;                                   /* STORAGE */
     } u;
@@ -200,6 +216,7 @@ typedef struct ck_storage {
     uint64_t comp_size;    /* ZIP: bytes of the record as stored */
     uint32_t crc;          /* ZIP: recorded CRC-32 */
     uint16_t method;       /* ZIP: 0 stored, 8 deflate */
+    size_t zip_index;      /* ZIP: its record in f->zip */
     bool resolved;         /* data_off/pub.nbytes known */
     bool untyped;          /* UntypedStorage (dtype from the tensor) */
     int64_t root;          /* legacy/tar view: index of the root storage, -1 */
@@ -251,6 +268,7 @@ struct ckpt_file {
     ck_zip_entry *zip;
     size_t nzip;
     ck_map zip_names;
+    size_t *zip_storage;  /* per record: storage index + 1, 0 none */
     /* TAR members used by the reader */
     const char *pickle_label;
 };
@@ -270,6 +288,9 @@ int ck_seq_push(ckpt_file *f, ckpt_value *v, ckpt_value *item);
 /* Find or add a storage by key. *created tells whether it is new. */
 int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
                    bool *created, ckpt_error *err);
+/* Append a storage without indexing its key (ZIP indexes by record). */
+int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx,
+                   ckpt_error *err);
 
 /* ---- pickle machine ---------------------------------------------------- */
 
@@ -312,8 +333,10 @@ int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off,
                      void *buf, size_t n, ckpt_error *err);
 
 /* Storage persistent_load shared by ZIP and legacy. */
+/* `prefix`: the ZIP folder of the records ("data/", TorchScript's
+ * "constants/"); NULL for the legacy stream. */
 ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos,
-                           bool legacy, ckpt_error *err);
+                           bool legacy, const char *prefix, ckpt_error *err);
 
 /* ---- catalogue ----------------------------------------------------------- */
 int ck_catalogue(ckpt_file *f, ckpt_error *err);

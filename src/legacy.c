@@ -21,7 +21,7 @@
 
 static ckpt_value *legacy_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
     (void)ud;
-    return ck_storage_pid(f, pid, pos, true, err);
+    return ck_storage_pid(f, pid, pos, true, NULL, err);
 }
 
 /* Is this the magic number pickle?  (Used to tell legacy from plain.) */

@@ -102,7 +102,7 @@ static bool eq(const char *a, size_t an, const char *b) {
 
 /* Classify (module, name); fills gid, dtype and layout of a GLOBAL value. */
 static void classify(ckpt_value *g) {
-    const char *m = g->u.g.module, *n = g->u.g.name;
+    const char *m = g->u.g->module, *n = g->u.g->name;
     size_t mn = strlen(m), nn = strlen(n);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (eq(m, mn, known[i].module) && eq(n, nn, known[i].name)) {
@@ -111,7 +111,7 @@ static void classify(ckpt_value *g) {
                 g->dtype = (uint8_t)known[i].dtype;
                 g->untyped = 1;
             }
-            g->u.g.layout = known[i].layout;
+            g->u.g->layout = known[i].layout;
             return;
         }
     if (eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) {
@@ -144,12 +144,14 @@ typedef struct machine {
     size_t sp, scap;
     size_t *marks;
     size_t nmarks, mcap;
-    /* memo: open addressing uint32 -> value */
-    uint32_t *mkeys;
+    /* memo: indexed by key */
     ckpt_value **mvals;
     size_t mcount, mcap2;
     int proto_seen;
     int need_more;
+    /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
+    ckpt_value *none, *yes, *no;
+    ckpt_value *small[256];
 } machine;
 
 #define FAIL(code, ...) ck_fail(m->err, code, m->op_pos, __VA_ARGS__)
@@ -223,83 +225,67 @@ static int line(machine *m, const char **s, size_t *n) {
     return 0;
 }
 
-/* ---- memo -------------------------------------------------------------- */
-
-static uint32_t mhash(uint32_t k) {
-    k ^= k >> 16;
-    k *= 0x45d9f3bu;
-    k ^= k >> 16;
-    return k;
-}
-
-static ckpt_value **memo_slot(machine *m, uint32_t key, bool insert) {
-    if (insert && (m->mcount + 1) * 2 > m->mcap2) {
-        if (m->mcount >= m->f->opt.max_memo) {
-            FAIL(CKPT_E_LIMIT, "more than %u memo entries", m->f->opt.max_memo);
-            return NULL;
-        }
-        size_t ncap = m->mcap2 ? m->mcap2 * 2 : 256;
-        uint32_t *nk = malloc(ncap * sizeof *nk);
-        ckpt_value **nv = calloc(ncap, sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            OOM();
-            return NULL;
-        }
-        for (size_t i = 0; i < m->mcap2; i++) {
-            if (!m->mvals[i]) continue;
-            size_t j = mhash(m->mkeys[i]) & (ncap - 1);
-            while (nv[j]) j = (j + 1) & (ncap - 1);
-            nk[j] = m->mkeys[i];
-            nv[j] = m->mvals[i];
-        }
-        free(m->mkeys);
-        free(m->mvals);
-        m->mkeys = nk;
-        m->mvals = nv;
-        m->mcap2 = ncap;
-    }
-    if (!m->mcap2) return NULL;
-    size_t mask = m->mcap2 - 1;
-    for (size_t j = mhash(key) & mask;; j = (j + 1) & mask) {
-        if (!m->mvals[j]) {
-            if (!insert) return NULL;
-            m->mkeys[j] = key;
-            m->mcount++;
-            return &m->mvals[j];
-        }
-        if (m->mkeys[j] == key) return &m->mvals[j];
-    }
-}
+/* ---- memo ------------------------------------------------------------ */
+/* An array indexed by key, as CPython's own unpickler keeps it; keys must be
+ * below max_memo, so a hostile key cannot ask for a huge array. */
 
 static int memo_put(machine *m, uint64_t key) {
-    if (key > UINT32_MAX) return PFAIL("memo key %llu out of range", (unsigned long long)key);
+    if (key >= m->f->opt.max_memo)
+        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %u", (unsigned long long)key,
+                    m->f->opt.max_memo);
     ckpt_value *v = top(m);
     if (!v) return -1;
-    ckpt_value **slot = memo_slot(m, (uint32_t)key, true);
-    if (!slot) return -1;
-    *slot = v;
+    if (key >= m->mcap2) {
+        size_t old = m->mcap2;
+        CK_TRY(ck_grow((void **)&m->mvals, &m->mcap2, (size_t)key + 1, sizeof *m->mvals, m->err));
+        memset(m->mvals + old, 0, (m->mcap2 - old) * sizeof *m->mvals);
+    }
+    if (!m->mvals[key]) m->mcount++;
+    m->mvals[key] = v;
     return 0;
 }
 
 static int memo_get(machine *m, uint64_t key) {
-    ckpt_value **slot = key > UINT32_MAX ? NULL : memo_slot(m, (uint32_t)key, false);
-    if (!slot || !*slot) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
-    return push(m, *slot);
+    if (key >= m->mcap2 || !m->mvals[key])
+        return PFAIL("memo key %llu is not defined", (unsigned long long)key);
+    return push(m, m->mvals[key]);
 }
 
 /* ---- numbers ----------------------------------------------------------- */
 
 static ckpt_value *new_int(machine *m, int64_t i) {
+    if (i >= 0 && i < 256 && m->small[i]) return m->small[i];
     ckpt_value *v = ck_new(m->f, CKPT_V_INT);
     if (v) v->u.i = i;
+    if (v && i >= 0 && i < 256) m->small[i] = v;
     return v;
 }
 
 static ckpt_value *new_bool(machine *m, bool b) {
+    ckpt_value **slot = b ? &m->yes : &m->no;
+    if (*slot) return *slot;
     ckpt_value *v = ck_new(m->f, CKPT_V_BOOL);
     if (v) v->u.b = b;
+    return *slot = v;
+}
+
+static ckpt_value *new_none(machine *m) {
+    if (!m->none) m->none = ck_new(m->f, CKPT_V_NONE);
+    return m->none;
+}
+
+/* A tuple/list/set whose items are copied from the stack, in one allocation. */
+static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, size_t n) {
+    if (n > (SIZE_MAX - sizeof(ckpt_value)) / sizeof(ckpt_value *)) return NULL;
+    ckpt_value *v = ck_alloc(&m->f->arena, sizeof *v + n * sizeof(ckpt_value *));
+    if (!v) return NULL;
+    v->kind = (uint8_t)kind;
+    v->id = m->f->next_id++;
+    if (n) {
+        v->u.seq.v = (ckpt_value **)(v + 1);
+        memcpy(v->u.seq.v, items, n * sizeof(ckpt_value *));
+        v->u.seq.n = v->u.seq.cap = n;
+    }
     return v;
 }
 
@@ -545,11 +531,11 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
         return FAIL(CKPT_E_LIMIT, "more than %u globals", m->f->opt.max_entries);
     map_py2(&mod, &mn);
     ckpt_value *g = ck_new(m->f, CKPT_V_GLOBAL);
-    if (!g) return OOM();
-    g->u.g.module = ck_strndup(&m->f->arena, mod, mn);
-    g->u.g.name = ck_strndup(&m->f->arena, name, nn);
+    if (!g || !(g->u.g = ck_alloc(&m->f->arena, sizeof *g->u.g))) return OOM();
+    g->u.g->module = ck_strndup(&m->f->arena, mod, mn);
+    g->u.g->name = ck_strndup(&m->f->arena, name, nn);
     char *full = ck_alloc(&m->f->arena, mn + nn + 2);
-    if (!g->u.g.module || !g->u.g.name || !full) return OOM();
+    if (!g->u.g->module || !g->u.g->name || !full) return OOM();
     memcpy(full, mod, mn);
     full[mn] = '.';
     memcpy(full + mn + 1, name, nn);
@@ -558,18 +544,18 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     CK_TRY(ck_grow((void **)&m->f->globals, &m->f->cap_globals, m->f->nglobals + 1,
                    sizeof *m->f->globals, m->err));
     ckpt_global_ref *r = &m->f->globals[m->f->nglobals];
-    r->module = g->u.g.module;
-    r->name = g->u.g.name;
+    r->module = g->u.g->module;
+    r->name = g->u.g->name;
     r->pickle = m->in->label;
     r->offset = m->op_pos;
     r->called = 0;
-    g->u.g.gref = m->f->nglobals++;
+    g->u.g->gref = m->f->nglobals++;
     return push(m, g);
 }
 
 static void mark_called(machine *m, const ckpt_value *callable) {
-    if (callable->kind == CKPT_V_GLOBAL && callable->u.g.gref < m->f->nglobals)
-        m->f->globals[callable->u.g.gref].called = 1;
+    if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->f->nglobals)
+        m->f->globals[callable->u.g->gref].called = 1;
 }
 
 /* ---- interpreting known callables -------------------------------------- */
@@ -660,9 +646,9 @@ static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **ou
 
 static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args) {
     ckpt_value *o = ck_new(m->f, CKPT_V_OBJECT);
-    if (!o) return NULL;
-    o->u.obj.callable = callable;
-    o->u.obj.args = args;
+    if (!o || !(o->u.obj = ck_alloc(&m->f->arena, sizeof *o->u.obj))) return NULL;
+    o->u.obj->callable = callable;
+    o->u.obj->args = args;
     o->cls = callable->kind == CKPT_V_GLOBAL ? callable->cls
              : callable->kind == CKPT_V_OBJECT ? callable->cls : "?";
     if (!o->cls) o->cls = "?";
@@ -769,7 +755,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
         case G_REFUSED: {
             ckpt_value *o = new_object(m, callable, args);
             if (!o) return OOM();
-            o->u.obj.refused = callable->u.g.layout;
+            o->u.obj->refused = callable->u.g->layout;
             *out = o;
             return 0;
         }
@@ -876,9 +862,9 @@ static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
         return 0;
     }
     if (target->kind == CKPT_V_OBJECT) {
-        if (!target->u.obj.list && !(target->u.obj.list = ck_new(m->f, CKPT_V_LIST)))
+        if (!target->u.obj->list && !(target->u.obj->list = ck_new(m->f, CKPT_V_LIST)))
             return OOM();
-        if (ck_seq_push(m->f, target->u.obj.list, item)) return OOM();
+        if (ck_seq_push(m->f, target->u.obj->list, item)) return OOM();
         return 0;
     }
     return PFAIL("APPEND to a %s", ckpt_kind_name((ckpt_kind)target->kind));
@@ -887,8 +873,8 @@ static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
 static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v) {
     ckpt_value *d = target;
     if (target->kind == CKPT_V_OBJECT) {
-        if (!target->u.obj.items && !(target->u.obj.items = new_dict(m, NULL))) return OOM();
-        d = target->u.obj.items;
+        if (!target->u.obj->items && !(target->u.obj->items = new_dict(m, NULL))) return OOM();
+        d = target->u.obj->items;
     } else if (target->kind != CKPT_V_DICT) {
         return PFAIL("SETITEM on a %s", ckpt_kind_name((ckpt_kind)target->kind));
     }
@@ -899,7 +885,7 @@ static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v)
 static int build(machine *m, ckpt_value *target, ckpt_value *state) {
     switch (target->kind) {
     case CKPT_V_OBJECT:
-        target->u.obj.state = state; /* last BUILD wins, as __setstate__ would */
+        target->u.obj->state = state; /* last BUILD wins, as __setstate__ would */
         return 0;
     case CKPT_V_DICT:    /* OrderedDict's _metadata and friends: attributes */
     case CKPT_V_TENSOR:  /* Tensor.__setstate__: requires_grad, hooks: ignored */
@@ -956,7 +942,7 @@ static int run(machine *m, ckpt_value **result) {
             if (!(v = top(m))) return -1;
             CK_TRY(push(m, v));
             break;
-        case 'N': CK_TRY(push(m, ck_new(m->f, CKPT_V_NONE))); break;
+        case 'N': CK_TRY(push(m, new_none(m))); break;
         case 0x88: CK_TRY(push(m, new_bool(m, true))); break;
         case 0x89: CK_TRY(push(m, new_bool(m, false))); break;
         case 'I': /* INT */
@@ -1040,7 +1026,11 @@ static int run(machine *m, ckpt_value **result) {
                             (unsigned long long)len);
             CK_TRY(need(m, w + (size_t)len));
             ckpt_kind k = (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
-            CK_TRY(push(m, ck_new_str(m->f, k, (const char *)m->p + w, (size_t)len)));
+            const uint8_t *sp = m->p + w;
+            if (k == CKPT_V_BYTES && len >= 3 && sp[0] == 0x80 && sp[1] <= 5 && sp[len - 1] == '.')
+                CK_TRY(ck_note(m->f, "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
+                               m->in->label, (long long)m->op_pos));
+            CK_TRY(push(m, ck_new_str(m->f, k, (const char *)sp, (size_t)len)));
             m->p += w + (size_t)len;
             break;
         }
@@ -1052,14 +1042,9 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(pop_mark(m, &base));
             size_t cnt = m->sp - base;
             if (op == 'd' && cnt % 2) return PFAIL("DICT with an odd number of items");
-            v = op == 'd' ? new_dict(m, NULL)
-                : ck_new(m->f, op == 't' ? CKPT_V_TUPLE : op == 'l' ? CKPT_V_LIST : CKPT_V_SET);
+            v = new_seq_from(m, op == 'd' ? CKPT_V_DICT : op == 't' ? CKPT_V_TUPLE : op == 'l' ? CKPT_V_LIST : CKPT_V_SET,
+                             m->stack + base, cnt);
             if (!v) return OOM();
-            if (cnt) {
-                v->u.seq.v = ck_alloc_copy(&m->f->arena, m->stack + base, cnt * sizeof(ckpt_value *));
-                if (!v->u.seq.v) return OOM();
-                v->u.seq.n = v->u.seq.cap = cnt;
-            }
             m->sp = base;
             CK_TRY(push(m, v));
             break;
@@ -1067,11 +1052,8 @@ static int run(machine *m, ckpt_value **result) {
         case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
             size_t cnt = (size_t)(op - 0x84);
             if (m->sp < fence(m) + cnt) return PFAIL("stack underflow");
-            v = ck_new(m->f, CKPT_V_TUPLE);
+            v = new_seq_from(m, CKPT_V_TUPLE, m->stack + m->sp - cnt, cnt);
             if (!v) return OOM();
-            v->u.seq.v = ck_alloc_copy(&m->f->arena, m->stack + m->sp - cnt, cnt * sizeof(ckpt_value *));
-            if (!v->u.seq.v) return OOM();
-            v->u.seq.n = v->u.seq.cap = cnt;
             m->sp -= cnt;
             CK_TRY(push(m, v));
             break;
@@ -1184,7 +1166,7 @@ static int run(machine *m, ckpt_value **result) {
             if (!(kw = pop(m)) || !(b = pop(m)) || !(a = pop(m))) return -1;
             if (kw->kind != CKPT_V_DICT) return PFAIL("NEWOBJ_EX keywords are not a dict");
             CK_TRY(newobj(m, a, b, &v));
-            if (v->kind == CKPT_V_OBJECT && kw->u.seq.n) v->u.obj.items = kw;
+            if (v->kind == CKPT_V_OBJECT && kw->u.seq.n) v->u.obj->items = kw;
             CK_TRY(push(m, v));
             break;
         }
@@ -1248,7 +1230,6 @@ int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
     }
     free(m.stack);
     free(m.marks);
-    free(m.mkeys);
     free(m.mvals);
     return r;
 }

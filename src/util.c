@@ -2,11 +2,13 @@
  * util.c - the small things every layer uses: errors, the arena, a string
  * hash map, dtype facts and growable arrays.
  */
+#define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS, MADV_HUGEPAGE */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -47,25 +49,64 @@ const char *ckpt_code_name(ckpt_code code) {
 struct ck_block {
     ck_block *next;
     size_t used, cap;
+    bool mapped; /* from mmap: munmap it */
     max_align_t data[];
 };
 
 #define CK_BLOCK_MIN ((size_t)64 << 10)
+#define CK_HUGE ((size_t)2 << 20)
+
+/* Blocks come zeroed (calloc, or anonymous mmap for big ones, which may use
+ * transparent huge pages): allocations need no memset, and a big state
+ * dict takes few page faults. */
+static ck_block *new_block(size_t cap) {
+    size_t total = sizeof(ck_block) + cap;
+    ck_block *b = NULL;
+    bool mapped = false;
+#ifdef MAP_ANONYMOUS
+    if (total >= CK_HUGE) {
+        total = (total + CK_HUGE - 1) & ~(CK_HUGE - 1);
+        /* over-map by 2 MiB and trim, so the block is huge-page aligned */
+        uint8_t *raw = mmap(NULL, total + CK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = MAP_FAILED;
+        if (raw != MAP_FAILED) {
+            uintptr_t a = ((uintptr_t)raw + CK_HUGE - 1) & ~(uintptr_t)(CK_HUGE - 1);
+            size_t head = (size_t)(a - (uintptr_t)raw);
+            if (head) munmap(raw, head);
+            munmap((uint8_t *)a + total, CK_HUGE - head);
+            p = (void *)a;
+        }
+        if (p != MAP_FAILED) {
+#ifdef MADV_HUGEPAGE
+            madvise(p, total, MADV_HUGEPAGE);
+#endif
+            b = p;
+            mapped = true;
+            cap = total - sizeof(ck_block);
+        }
+    }
+#endif
+    if (!b) b = calloc(1, total);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->mapped = mapped;
+    return b;
+}
 
 void *ck_alloc(ck_arena *a, size_t n) {
+    if (n > SIZE_MAX - 8) return NULL;
     n = (n + 7u) & ~(size_t)7u;
     if (n == 0) n = 8;
     ck_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         size_t cap = CK_BLOCK_MIN;
         if (b && b->cap < ((size_t)8 << 20)) cap = b->cap * 2; /* grow blocks */
+        else if (b) cap = b->cap;
         if (cap < n) cap = n;
-        if (cap > SIZE_MAX - sizeof(ck_block)) return NULL;
-        ck_block *nb = malloc(sizeof(ck_block) + cap);
+        if (cap > SIZE_MAX - sizeof(ck_block) - CK_HUGE) return NULL;
+        ck_block *nb = new_block(cap);
         if (!nb) return NULL;
-        nb->used = 0;
-        nb->cap = cap;
-        a->total += cap;
+        a->total += nb->cap;
         if (b && b->cap - b->used >= CK_BLOCK_MIN / 4 && n > CK_BLOCK_MIN / 4) {
             /* a big one-off allocation: keep filling the current block */
             nb->next = b->next;
@@ -78,7 +119,6 @@ void *ck_alloc(ck_arena *a, size_t n) {
     }
     void *p = (char *)b->data + b->used;
     b->used += n;
-    memset(p, 0, n);
     return p;
 }
 
@@ -101,7 +141,8 @@ void ck_arena_free(ck_arena *a) {
     ck_block *b = a->head;
     while (b) {
         ck_block *n = b->next;
-        free(b);
+        if (b->mapped) munmap(b, sizeof(ck_block) + b->cap);
+        else free(b);
         b = n;
     }
     a->head = NULL;
@@ -116,61 +157,79 @@ static uint64_t ck_hash(const char *k, size_t n) {
         h ^= (unsigned char)k[i];
         h *= 1099511628211ull;
     }
-    return h ^ (h >> 29);
+    h ^= h >> 33; /* finalizer: the table indexes by the low bits */
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
 }
 
 bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val) {
     if (!m->cap) return false;
+    uint64_t h = ck_hash(k, n);
     size_t mask = m->cap - 1;
-    for (size_t i = (size_t)ck_hash(k, n) & mask;; i = (i + 1) & mask) {
-        size_t s = m->slots[i];
-        if (!s) return false;
-        s--;
-        if (m->klen[s] == n && memcmp(m->keys[s], k, n) == 0) {
-            if (val) *val = m->vals[s];
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        const ck_map_slot *sl = &m->slots[i];
+        if (!sl->idx) return false;
+        if (sl->hash != h) continue;
+        const ck_map_entry *e = &m->entries[sl->idx - 1];
+        if (e->len == n && memcmp(e->key, k, n) == 0) {
+            if (val) *val = e->val;
             return true;
         }
     }
 }
 
+static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check, size_t *old);
+
 int ck_map_put(ck_map *m, const char *k, size_t n, size_t val) {
+    return map_insert(m, k, n, val, ck_hash(k, n), false, NULL) < 0 ? -1 : 0;
+}
+
+int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old) {
+    return map_insert(m, k, n, val, ck_hash(k, n), true, old);
+}
+
+static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check, size_t *old) {
     if ((m->count + 1) * 2 > m->cap) {
         size_t ncap = m->cap ? m->cap * 2 : 64;
-        size_t *slots = calloc(ncap, sizeof *slots);
-        const char **keys = realloc((void *)m->keys, ncap / 2 * sizeof *keys);
-        if (keys) m->keys = keys;
-        size_t *klen = keys ? realloc(m->klen, ncap / 2 * sizeof *klen) : NULL;
-        if (klen) m->klen = klen;
-        size_t *vals = klen ? realloc(m->vals, ncap / 2 * sizeof *vals) : NULL;
-        if (vals) m->vals = vals;
-        if (!slots || !keys || !klen || !vals) {
+        if (ncap > SIZE_MAX / sizeof(ck_map_slot)) return -1;
+        ck_map_slot *slots = calloc(ncap, sizeof *slots);
+        ck_map_entry *entries = realloc(m->entries, ncap / 2 * sizeof *entries);
+        if (!slots || !entries) {
             free(slots);
+            if (entries) m->entries = entries;
             return -1;
         }
-        for (size_t s = 0; s < m->count; s++) {
-            size_t i = (size_t)ck_hash(m->keys[s], m->klen[s]) & (ncap - 1);
-            while (slots[i]) i = (i + 1) & (ncap - 1);
-            slots[i] = s + 1;
+        m->entries = entries;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].idx) continue;
+            size_t j = (size_t)m->slots[i].hash & (ncap - 1);
+            while (slots[j].idx) j = (j + 1) & (ncap - 1);
+            slots[j] = m->slots[i];
         }
         free(m->slots);
         m->slots = slots;
         m->cap = ncap;
     }
     size_t mask = m->cap - 1;
-    size_t i = (size_t)ck_hash(k, n) & mask;
-    while (m->slots[i]) i = (i + 1) & mask;
-    m->keys[m->count] = k;
-    m->klen[m->count] = n;
-    m->vals[m->count] = val;
-    m->slots[i] = ++m->count;
+    size_t i = (size_t)h & mask;
+    for (; m->slots[i].idx; i = (i + 1) & mask) {
+        if (!check || m->slots[i].hash != h) continue;
+        const ck_map_entry *e = &m->entries[m->slots[i].idx - 1];
+        if (e->len == n && memcmp(e->key, k, n) == 0) {
+            if (old) *old = e->val;
+            return 1;
+        }
+    }
+    m->entries[m->count] = (ck_map_entry){k, n, val};
+    m->slots[i].hash = h;
+    m->slots[i].idx = ++m->count;
     return 0;
 }
 
 void ck_map_free(ck_map *m) {
     free(m->slots);
-    free((void *)m->keys);
-    free(m->klen);
-    free(m->vals);
+    free(m->entries);
     memset(m, 0, sizeof *m);
 }
 
@@ -260,10 +319,14 @@ ckpt_value *ck_new(ckpt_file *f, ckpt_kind kind) {
 }
 
 ckpt_value *ck_new_str(ckpt_file *f, ckpt_kind kind, const char *p, size_t n) {
-    ckpt_value *v = ck_new(f, kind);
+    if (n > SIZE_MAX - sizeof(ckpt_value) - 1) return NULL;
+    ckpt_value *v = ck_alloc(&f->arena, sizeof *v + n + 1); /* bytes right after the node */
     if (!v) return NULL;
-    v->u.s.p = ck_strndup(&f->arena, p, n);
-    if (!v->u.s.p) return NULL;
+    v->kind = (uint8_t)kind;
+    v->id = f->next_id++;
+    v->u.s.p = (char *)(v + 1);
+    if (n) memcpy(v->u.s.p, p, n);
+    v->u.s.p[n] = 0;
     v->u.s.n = n;
     return v;
 }
@@ -290,6 +353,14 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
         *created = false;
         return 0;
     }
+    CK_TRY(ck_storage_new(f, key, klen, idx, err));
+    if (ck_map_put(&f->storage_keys, f->storages[*idx].pkey, klen, *idx))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    *created = true;
+    return 0;
+}
+
+int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err) {
     if (f->nstorages >= f->opt.max_entries)
         return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages",
                        f->opt.max_entries);
@@ -303,9 +374,6 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
     s->pub.file_offset = -1;
     s->root = -1;
     s->decl_pos = -1;
-    if (ck_map_put(&f->storage_keys, s->pkey, klen, f->nstorages))
-        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     *idx = f->nstorages++;
-    *created = true;
     return 0;
 }

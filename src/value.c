@@ -79,14 +79,14 @@ const char *ckpt_value_class(const ckpt_value *v) {
 }
 
 const ckpt_value *ckpt_object_args(const ckpt_value *v) {
-    return v && v->kind == CKPT_V_OBJECT ? v->u.obj.args : NULL;
+    return v && v->kind == CKPT_V_OBJECT ? v->u.obj->args : NULL;
 }
 const ckpt_value *ckpt_object_state(const ckpt_value *v) {
-    return v && v->kind == CKPT_V_OBJECT ? v->u.obj.state : NULL;
+    return v && v->kind == CKPT_V_OBJECT ? v->u.obj->state : NULL;
 }
 const ckpt_value *ckpt_object_items(const ckpt_value *v) {
-    return v && v->kind == CKPT_V_OBJECT ? v->u.obj.items : NULL;
+    return v && v->kind == CKPT_V_OBJECT ? v->u.obj->items : NULL;
 }
 const ckpt_value *ckpt_object_list(const ckpt_value *v) {
-    return v && v->kind == CKPT_V_OBJECT ? v->u.obj.list : NULL;
+    return v && v->kind == CKPT_V_OBJECT ? v->u.obj->list : NULL;
 }

@@ -305,14 +305,7 @@ int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off, void
     }
     if (off > s->pub.nbytes || n > s->pub.nbytes - off)
         return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pkey);
-    if (f->format == CKPT_FORMAT_ZIP && s->method == 8) {
-        size_t zi;
-        char name[300];
-        snprintf(name, sizeof name, "data/%s", s->pkey);
-        if (!ck_map_get(&f->zip_names, name, strlen(name), &zi))
-            return ck_fail(err, CKPT_E_FORMAT, -1, "storage record '%s' missing", name);
-        return inflate_range(f, &f->zip[zi], off, buf, n, err);
-    }
+    if (f->zip && s->method == 8) return inflate_range(f, &f->zip[s->zip_index], off, buf, n, err);
     return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
 }
 
@@ -390,7 +383,8 @@ static ckpt_value *storage_value(ckpt_file *f, size_t idx, ckpt_error *err) {
     return v;
 }
 
-ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy, ckpt_error *err) {
+ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy, const char *prefix,
+                           ckpt_error *err) {
     if (legacy && pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 2 && is_text(pid->u.seq.v[0], "module"))
         return pid->u.seq.v[1]; /* the module's class, source is not checked */
     storage_pid p;
@@ -400,7 +394,31 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
     if (storage_size(f, dt, p.numel, pos, &nbytes, err)) return NULL;
     size_t idx;
     bool created;
-    if (ck_storage_get(f, p.key, p.klen, &idx, &created, err)) return NULL;
+    const ck_zip_entry *z = NULL;
+    if (!legacy) {
+        /* ZIP: a storage is its record; index by record, no key map */
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "data/", p.key);
+        z = record(f, name);
+        if (!z) {
+            ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
+            return NULL;
+        }
+        size_t zi = (size_t)(z - f->zip);
+        if (!f->zip_storage && !(f->zip_storage = calloc(f->nzip, sizeof *f->zip_storage))) {
+            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            return NULL;
+        }
+        created = f->zip_storage[zi] == 0;
+        if (created) {
+            if (ck_storage_new(f, p.key, p.klen, &idx, err)) return NULL;
+            f->zip_storage[zi] = idx + 1;
+        } else {
+            idx = f->zip_storage[zi] - 1;
+        }
+    } else if (ck_storage_get(f, p.key, p.klen, &idx, &created, err)) {
+        return NULL;
+    }
     ck_storage *s = &f->storages[idx];
     if (created) {
         s->pub.dtype = dt;
@@ -408,14 +426,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         s->declared = (uint64_t)p.numel;
         s->decl_pos = pos;
         s->pub.nbytes = nbytes;
-        if (!legacy) {
-            char name[80];
-            snprintf(name, sizeof name, "data/%s", p.key);
-            const ck_zip_entry *z = record(f, name);
-            if (!z) {
-                ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
-                return NULL;
-            }
+        if (z) {
             if (z->size < nbytes) {
                 ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
                         z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
@@ -425,6 +436,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
             s->comp_size = z->comp_size;
             s->crc = z->crc;
             s->method = z->method;
+            s->zip_index = (size_t)(z - f->zip);
             s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
             s->resolved = true;
         }
@@ -473,8 +485,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
 }
 
 static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
-    (void)ud;
-    return ck_storage_pid(f, pid, pos, false, err);
+    return ck_storage_pid(f, pid, pos, false, ud ? (const char *)ud : "data/", err);
 }
 
 /* Read a small text record (version, byteorder). */
@@ -487,6 +498,38 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
     return 0;
 }
 
+/* Run the pickle stored in a record (stored in place, or inflated). */
+static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
+                      ckpt_value *(*pl)(ckpt_file *, void *, ckpt_value *, int64_t, ckpt_error *),
+                      void *ud, ckpt_value **out, ckpt_error *err) {
+    if (z->size > f->opt.max_pickle_bytes)
+        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu)", label,
+                       (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
+    /* the size is known: map it or read it once, never re-parse */
+    uint8_t *buf = NULL;
+    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label, .persistent_load = pl, .ud = ud};
+    if (z->method == 0 && f->src.map) {
+        in.buf = f->src.map + z->data_off;
+        in.base = (int64_t)z->data_off;
+    } else {
+        buf = malloc(z->size ? (size_t)z->size : 1);
+        if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        int r = z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, label, err)
+                               : inflate_range(f, z, 0, buf, (size_t)z->size, err);
+        if (r) {
+            free(buf);
+            return -1;
+        }
+        in.buf = buf;
+        if (z->method == 0) in.base = (int64_t)z->data_off;
+    }
+    size_t used = 0;
+    int r = ck_pickle_run(f, &in, out, &used, err);
+    if (r == 0 && used < z->size) r = ck_note(f, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    free(buf);
+    return r == 0 ? 0 : -1;
+}
+
 int ck_zip_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_ZIP;
     CK_TRY(parse_central(f, err));
@@ -494,6 +537,7 @@ int ck_zip_open(ckpt_file *f, ckpt_error *err) {
     const ck_zip_entry *pkl = record(f, "data.pkl");
     if (record(f, "constants.pkl")) {
         f->format = CKPT_FORMAT_TORCHSCRIPT;
+        if (!pkl) return ck_fail(err, CKPT_E_FORMAT, -1, "TorchScript archive has no data.pkl");
     } else if (!pkl) {
         return ck_fail(err, CKPT_E_FORMAT, -1, "ZIP archive has no %s/data.pkl: not a torch.save file",
                        f->root_name);
@@ -516,30 +560,99 @@ int ck_zip_open(ckpt_file *f, ckpt_error *err) {
         else return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off, "byteorder record says '%.*s'",
                             (int)(n > 20 ? 20 : n), buf);
     }
-    if (f->format == CKPT_FORMAT_TORCHSCRIPT) return 0; /* weights: later work */
-    if (pkl->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, pkl->cd_pos, "data.pkl is %llu bytes (limit %llu)",
-                       (unsigned long long)pkl->size, (unsigned long long)f->opt.max_pickle_bytes);
+    if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
+        /* Weights are later work; the pickles are run so that show and scan
+         * see the module graph and every global it names. */
+        const ck_zip_entry *consts = record(f, "constants.pkl");
+        CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
+        ckpt_value *cv;
+        return run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err);
+    }
     f->pickle_label = "data.pkl";
-    if (pkl->method == 0) {
-        uint64_t used;
-        CK_TRY(ck_pickle_at(f, pkl->data_off, pkl->data_off + pkl->size, "data.pkl", zip_pid, NULL,
-                            &f->root, &used, err));
-        if (used < pkl->size) CK_TRY(ck_note(f, "data.pkl: %llu bytes after STOP",
-                                             (unsigned long long)(pkl->size - used)));
-        return 0;
+    return run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err);
+}
+
+/* ---- verification -------------------------------------------------------- */
+
+static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+    size_t chunk = 1 << 20;
+    uint8_t *buf = malloc(chunk);
+    if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    uLong c = crc32(0L, Z_NULL, 0);
+    int rc = 0;
+    for (uint64_t off = 0; off < z->size && rc == 0; off += chunk) {
+        size_t n = z->size - off < chunk ? (size_t)(z->size - off) : chunk;
+        if (z->method == 8) rc = inflate_range(f, z, off, buf, n, err); /* restarts: fine for rare deflate */
+        else rc = ck_read(&f->src, z->data_off + off, buf, n, z->name, err);
+        if (rc == 0) c = crc32(c, buf, (uInt)n);
     }
-    uint8_t *buf2 = malloc(pkl->size ? (size_t)pkl->size : 1);
-    if (!buf2) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    if (inflate_range(f, pkl, 0, buf2, (size_t)pkl->size, err)) {
-        free(buf2);
-        return -1;
+    free(buf);
+    *crc = (uint32_t)c;
+    return rc;
+}
+
+/* Deflated records are inflated in one stream for the CRC, not per chunk. */
+static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+    if (z->size <= ((uint64_t)64 << 20)) {
+        uint8_t *buf = malloc(z->size ? (size_t)z->size : 1);
+        if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        int rc = inflate_range(f, z, 0, buf, (size_t)z->size, err);
+        if (rc == 0) *crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)z->size);
+        free(buf);
+        return rc;
     }
-    ck_pickle_in in = {.buf = buf2, .len = (size_t)pkl->size, .base = -1, .label = "data.pkl",
-                       .persistent_load = zip_pid};
-    size_t used = 0;
-    int r = ck_pickle_run(f, &in, &f->root, &used, err);
-    if (r == 0 && used < pkl->size) r = ck_note(f, "data.pkl: %zu bytes after STOP", (size_t)pkl->size - used);
-    free(buf2);
-    return r == 0 ? 0 : -1;
+    return crc_record(f, z, crc, err);
+}
+
+int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
+    char line[400];
+    for (size_t i = 0; i < f->nzip; i++) {
+        const ck_zip_entry *z = &f->zip[i];
+        uint8_t h[30];
+        CK_TRY(ck_read(&f->src, z->local_off, h, 30, "local header", err));
+        uint16_t nlen = ck_le16(h + 26);
+        uint32_t lcrc = ck_le32(h + 14), lcomp = ck_le32(h + 18), lsize = ck_le32(h + 22);
+        if (nlen != z->name_len)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header name length differs for %s", z->name);
+        char *name = malloc(nlen ? nlen : 1);
+        if (!name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (ck_read(&f->src, z->local_off + 30, name, nlen, "local header", err)) {
+            free(name);
+            return -1;
+        }
+        int same = memcmp(name, z->name, nlen) == 0;
+        free(name);
+        if (!same) return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header name differs for %s", z->name);
+        if (ck_le16(h + 8) != z->method)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header method differs for %s", z->name);
+        uint16_t lflags = ck_le16(h + 6);
+        if (!(lflags & 8)) {
+            if (lcrc != z->crc) return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header crc differs for %s", z->name);
+            if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) || (lsize != 0xFFFFFFFFu && lsize != z->size))
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header sizes differ for %s", z->name);
+        }
+        uint32_t crc;
+        CK_TRY(z->method == 8 ? crc_deflated(f, z, &crc, err) : crc_record(f, z, &crc, err));
+        if (z->crc == 0 && crc != 0) {
+            if (note) {
+                snprintf(line, sizeof line, "no crc recorded for %s", z->name);
+                note(ctx, line);
+            }
+        } else if (crc != z->crc) {
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
+                           z->name, z->crc, crc);
+        }
+        if (lflags & 8) { /* data descriptor: [sig] crc comp size (32 or 64 bit) */
+            uint64_t d = z->data_off + z->comp_size;
+            uint8_t dd[24];
+            size_t avail = f->src.size - d < sizeof dd ? (size_t)(f->src.size - d) : sizeof dd;
+            if (avail >= 12) {
+                CK_TRY(ck_read(&f->src, d, dd, avail, "data descriptor", err));
+                const uint8_t *q = ck_le32(dd) == 0x08074b50u ? dd + 4 : dd;
+                if (ck_le32(q) != z->crc)
+                    return ck_fail(err, CKPT_E_FORMAT, (int64_t)d, "data descriptor crc differs for %s", z->name);
+            }
+        }
+    }
+    return 0;
 }

@@ -1,0 +1,853 @@
+/*
+ * json.c - ckpt_value_to_json(): write a value tree as JSON.
+ *
+ * Built only on the public value accessors of ckpt.h.  Output rules:
+ *   None -> null, bool -> true/false, INT -> integer, BIGINT -> its digits,
+ *   FLOAT -> Python's repr (shortest round trip, always with '.' or 'e'),
+ *            non-finite -> "nan", "inf", "-inf" (strings),
+ *   STR -> JSON string (valid UTF-8 kept, control characters and bytes that
+ *          are not valid UTF-8 escaped as \u00XX, i.e. read as latin-1),
+ *   BYTES -> {"$bytes": "<base64>"},
+ *   DICT -> object with string keys (whatever its class),
+ *   LIST, TUPLE, SET -> array,
+ *   TENSOR -> {"$tensor": name|null, "dtype": ..., "shape": [...]},
+ *   OBJECT -> {"$object": class, "args", "state", "items", "list"},
+ *   GLOBAL -> {"$global": "module.name"},
+ *   STORAGE -> {"$storage": key|null}.
+ * A container (list, tuple, set, dict, object) met a second time is written
+ * as {"$ref": "<dotted path of its first occurrence>"}, the root being "".
+ */
+#define CKPT_BUILDING 1
+#include "ckpt.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_BUF_SIZE (64u * 1024u)
+#define JSON_MAX_DEPTH 1000u
+
+/* A container already written: where it sits in the output. */
+typedef struct jnode {
+    const ckpt_value *v;
+    size_t parent; /* index + 1 of the enclosing container's node, 0: root */
+    size_t index;  /* position in the parent (item, dict entry, object part) */
+} jnode;
+
+enum { PART_ARGS = 0, PART_STATE, PART_ITEMS, PART_LIST };
+static const char *const part_names[] = {"args", "state", "items", "list"};
+
+typedef struct jw {
+    const ckpt_file *f;
+    int (*write)(void *ctx, const char *s, size_t n);
+    void *ctx;
+    ckpt_error *err;
+    int indent;
+    int failed;
+    size_t len;
+    char *buf;           /* JSON_BUF_SIZE bytes */
+    jnode *nodes;        /* every container written, in order */
+    size_t nnodes, capnodes;
+    size_t *slots;       /* open-addressing table of node index + 1 */
+    size_t nslots;       /* a power of two, or 0 */
+    char *scratch;       /* for key text and $ref paths */
+    size_t scratch_len, scratch_cap;
+} jw;
+
+/* ------------------------------------------------------------------------ */
+/* Errors and output                                                          */
+/* ------------------------------------------------------------------------ */
+
+static int fail(jw *w, ckpt_code code, const char *msg)
+{
+    if (!w->failed) {
+        w->failed = 1;
+        if (w->err) {
+            w->err->code = code;
+            w->err->offset = -1;
+            snprintf(w->err->message, sizeof w->err->message, "%s", msg);
+        }
+    }
+    return -1;
+}
+
+static int flush(jw *w)
+{
+    if (w->failed)
+        return -1;
+    if (w->len > 0) {
+        if (w->write(w->ctx, w->buf, w->len) != 0)
+            return fail(w, CKPT_E_IO, "JSON output: the write callback failed");
+        w->len = 0;
+    }
+    return 0;
+}
+
+static int put(jw *w, const char *s, size_t n)
+{
+    if (w->failed)
+        return -1;
+    while (n > 0) {
+        size_t room = JSON_BUF_SIZE - w->len;
+        size_t k = n < room ? n : room;
+        memcpy(w->buf + w->len, s, k);
+        w->len += k;
+        s += k;
+        n -= k;
+        if (w->len == JSON_BUF_SIZE && flush(w) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int puts_(jw *w, const char *s) { return put(w, s, strlen(s)); }
+
+static int putc_(jw *w, char c)
+{
+    if (w->failed)
+        return -1;
+    w->buf[w->len++] = c;
+    if (w->len == JSON_BUF_SIZE)
+        return flush(w);
+    return 0;
+}
+
+static int put_i64(jw *w, int64_t x)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)x);
+    return put(w, tmp, (size_t)n);
+}
+
+/* Newline and indentation for nesting level `depth` (pretty mode only). */
+static int newline(jw *w, unsigned depth)
+{
+    size_t n;
+    if (w->indent <= 0)
+        return 0;
+    if (putc_(w, '\n') != 0)
+        return -1;
+    n = (size_t)depth * (size_t)w->indent;
+    while (n > 0) {
+        static const char spaces[] = "                                ";
+        size_t k = n < sizeof spaces - 1 ? n : sizeof spaces - 1;
+        if (put(w, spaces, k) != 0)
+            return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+static int key_sep(jw *w) { return w->indent > 0 ? put(w, ": ", 2) : putc_(w, ':'); }
+
+/* ------------------------------------------------------------------------ */
+/* Strings                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
+            return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
+            (s[3] & 0xC0) != 0x80)
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static int put_string(jw *w, const char *str, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, run = 0;
+    if (putc_(w, '"') != 0)
+        return -1;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        char esc[6];
+        size_t elen = 2;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        if (c >= 0x80 && (k = utf8_seq(s + i, n - i)) > 0) {
+            i += k;
+            continue;
+        }
+        /* flush the run of plain bytes before s[i] */
+        if (put(w, str + run, i - run) != 0)
+            return -1;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+            break;
+        }
+        if (put(w, esc, elen) != 0)
+            return -1;
+        i++;
+        run = i;
+    }
+    if (put(w, str + run, n - run) != 0)
+        return -1;
+    return putc_(w, '"');
+}
+
+static int put_base64(jw *w, const unsigned char *s, size_t n)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char out[4];
+    size_t i;
+    if (putc_(w, '"') != 0)
+        return -1;
+    for (i = 0; i + 3 <= n; i += 3) {
+        unsigned x = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
+        out[0] = tab[x >> 18];
+        out[1] = tab[(x >> 12) & 63];
+        out[2] = tab[(x >> 6) & 63];
+        out[3] = tab[x & 63];
+        if (put(w, out, 4) != 0)
+            return -1;
+    }
+    if (n - i == 1) {
+        unsigned x = (unsigned)s[i] << 16;
+        out[0] = tab[x >> 18];
+        out[1] = tab[(x >> 12) & 63];
+        out[2] = '=';
+        out[3] = '=';
+        if (put(w, out, 4) != 0)
+            return -1;
+    } else if (n - i == 2) {
+        unsigned x = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8;
+        out[0] = tab[x >> 18];
+        out[1] = tab[(x >> 12) & 63];
+        out[2] = tab[(x >> 6) & 63];
+        out[3] = '=';
+        if (put(w, out, 4) != 0)
+            return -1;
+    }
+    return putc_(w, '"');
+}
+
+/* ------------------------------------------------------------------------ */
+/* Floats: Python's repr()                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Write Python's repr of a finite double into out (>= 32 bytes): the
+ * shortest decimal that reads back as x, in fixed notation when the decimal
+ * point position is in (-4, 16], else as d.ddde+XX.  Returns the length. */
+static size_t float_repr(double x, char *out)
+{
+    char tmp[40], digits[20];
+    int prec, exp10 = 0, nd = 0, decpt, i;
+    size_t o = 0;
+    const char *p;
+
+    if (x == 0) {
+        strcpy(out, signbit(x) ? "-0.0" : "0.0");
+        return strlen(out);
+    }
+    /* A normal double's correctly rounded 15-digit form is its shortest form
+     * padded with zeros whenever that has 15 digits or fewer; subnormals
+     * carry fewer digits, so search them from 1 digit up. */
+    for (prec = fabs(x) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
+        if (prec == 17 || strtod(tmp, NULL) == x)
+            break;
+    }
+    /* tmp is "[-]d.ddddde[+-]XX" */
+    p = tmp;
+    if (*p == '-') {
+        out[o++] = '-';
+        p++;
+    }
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9')
+            digits[nd++] = *p;
+    if (*p == 'e')
+        exp10 = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    decpt = exp10 + 1; /* x = 0.d1d2... * 10^decpt */
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (i = decpt; i < 0; i++)
+                out[o++] = '0';
+            for (i = 0; i < nd; i++)
+                out[o++] = digits[i];
+        } else if (decpt >= nd) {
+            for (i = 0; i < nd; i++)
+                out[o++] = digits[i];
+            for (i = nd; i < decpt; i++)
+                out[o++] = '0';
+            out[o++] = '.';
+            out[o++] = '0';
+        } else {
+            for (i = 0; i < nd; i++) {
+                if (i == decpt)
+                    out[o++] = '.';
+                out[o++] = digits[i];
+            }
+        }
+        out[o] = '\0';
+    } else {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            for (i = 1; i < nd; i++)
+                out[o++] = digits[i];
+        }
+        o += (size_t)snprintf(out + o, 16, "e%c%02d", exp10 < 0 ? '-' : '+',
+                              exp10 < 0 ? -exp10 : exp10);
+    }
+    return o;
+}
+
+/* Text for a float that is not finite, or NULL. */
+static const char *nonfinite_name(double x)
+{
+    if (isnan(x))
+        return "nan";
+    if (isinf(x))
+        return x < 0 ? "-inf" : "inf";
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scratch text (dict keys, $ref paths)                                       */
+/* ------------------------------------------------------------------------ */
+
+static int scratch_add(jw *w, const char *s, size_t n)
+{
+    if (w->scratch_cap - w->scratch_len < n + 1) {
+        size_t cap = w->scratch_cap ? w->scratch_cap : 256;
+        char *nb;
+        while (cap - w->scratch_len < n + 1) {
+            if (cap > ((size_t)-1) / 2)
+                return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+            cap *= 2;
+        }
+        nb = realloc(w->scratch, cap);
+        if (!nb)
+            return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+        w->scratch = nb;
+        w->scratch_cap = cap;
+    }
+    memcpy(w->scratch + w->scratch_len, s, n);
+    w->scratch_len += n;
+    w->scratch[w->scratch_len] = '\0';
+    return 0;
+}
+
+static int scratch_str(jw *w, const char *s) { return scratch_add(w, s, strlen(s)); }
+
+/* Python's repr of a str or bytes inside a compound key: quoted with ',
+ * or with " when the text holds a ' and no ". */
+static int scratch_quoted(jw *w, const char *prefix, const char *s, size_t n)
+{
+    size_t i;
+    char tmp[8];
+    char q = (memchr(s, '\'', n) && !memchr(s, '"', n)) ? '"' : '\'';
+    int is_bytes = *prefix == 'b';
+    if (scratch_str(w, prefix) != 0 || scratch_add(w, &q, 1) != 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == (unsigned char)q || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            if (scratch_add(w, tmp, 2) != 0)
+                return -1;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            tmp[0] = '\\';
+            tmp[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            if (scratch_add(w, tmp, 2) != 0)
+                return -1;
+        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && is_bytes)) {
+            snprintf(tmp, sizeof tmp, "\\x%02x", c);
+            if (scratch_add(w, tmp, 4) != 0)
+                return -1;
+        } else if (scratch_add(w, s + i, 1) != 0) {
+            return -1;
+        }
+    }
+    return scratch_add(w, &q, 1);
+}
+
+/* Append the text of a scalar value as a dict key.  Returns 1 if `k` is not
+ * something with a compact text (the caller then uses "#<i>"), 0 when the
+ * text was added, -1 on error.  `nested` is set inside tuple keys, where
+ * strings are quoted as Python would print them. */
+static int scratch_key(jw *w, const ckpt_value *k, int nested, unsigned depth)
+{
+    char tmp[40];
+    const char *s;
+    size_t n = 0, i;
+    double x;
+    if (!k)
+        return 1;
+    switch (ckpt_value_kind(k)) {
+    case CKPT_V_NONE:
+        return scratch_str(w, "None");
+    case CKPT_V_BOOL:
+        return scratch_str(w, ckpt_value_bool(k) ? "True" : "False");
+    case CKPT_V_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)ckpt_value_int(k));
+        return scratch_str(w, tmp);
+    case CKPT_V_BIGINT:
+        s = ckpt_value_text(k, &n);
+        return s ? scratch_add(w, s, n) : 1;
+    case CKPT_V_FLOAT:
+        x = ckpt_value_float(k);
+        if ((s = nonfinite_name(x)) != NULL)
+            return scratch_str(w, s);
+        n = float_repr(x, tmp);
+        return scratch_add(w, tmp, n);
+    case CKPT_V_STR:
+        s = ckpt_value_text(k, &n);
+        if (!s)
+            return 1;
+        return nested ? scratch_quoted(w, "", s, n) : scratch_add(w, s, n);
+    case CKPT_V_BYTES:
+        s = ckpt_value_text(k, &n);
+        return s ? scratch_quoted(w, "b", s, n) : 1;
+    case CKPT_V_TUPLE:
+        if (depth >= 8)
+            return 1;
+        n = ckpt_value_len(k);
+        if (scratch_add(w, "(", 1) != 0)
+            return -1;
+        for (i = 0; i < n; i++) {
+            int r;
+            if (i > 0 && scratch_add(w, ", ", 2) != 0)
+                return -1;
+            r = scratch_key(w, ckpt_value_item(k, i), 1, depth + 1);
+            if (r != 0)
+                return r;
+        }
+        return scratch_add(w, n == 1 ? ",)" : ")", n == 1 ? 2 : 1);
+    case CKPT_V_GLOBAL:
+        s = ckpt_value_class(k);
+        return s ? scratch_str(w, s) : 1;
+    default:
+        return 1;
+    }
+}
+
+/* The text of key i of dict d, appended to the scratch buffer. */
+static int scratch_dict_key(jw *w, const ckpt_value *d, size_t i)
+{
+    size_t mark = w->scratch_len;
+    int r = scratch_key(w, ckpt_value_key(d, i), 0, 0);
+    if (r > 0) {
+        char tmp[32];
+        w->scratch_len = mark;
+        if (w->scratch)
+            w->scratch[mark] = '\0';
+        snprintf(tmp, sizeof tmp, "#%zu", i);
+        return scratch_str(w, tmp);
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The set of containers already written                                      */
+/* ------------------------------------------------------------------------ */
+
+static size_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The node index + 1 of v, or 0 when v has not been written yet. */
+static size_t seen_lookup(const jw *w, const ckpt_value *v)
+{
+    size_t mask, i;
+    if (w->nslots == 0)
+        return 0;
+    mask = w->nslots - 1;
+    for (i = hash_ptr(v) & mask; w->slots[i] != 0; i = (i + 1) & mask)
+        if (w->nodes[w->slots[i] - 1].v == v)
+            return w->slots[i];
+    return 0;
+}
+
+static int seen_grow(jw *w)
+{
+    size_t n = w->nslots ? w->nslots * 2 : 64, i, j, mask;
+    size_t *slots;
+    if (n > ((size_t)-1) / sizeof *slots / 2)
+        return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+    slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+    mask = n - 1;
+    for (j = 0; j < w->nnodes; j++) {
+        for (i = hash_ptr(w->nodes[j].v) & mask; slots[i] != 0; i = (i + 1) & mask)
+            ;
+        slots[i] = j + 1;
+    }
+    free(w->slots);
+    w->slots = slots;
+    w->nslots = n;
+    return 0;
+}
+
+/* Record container v (reached from node `parent` at `index`); returns its
+ * node index + 1, or 0 on error. */
+static size_t seen_add(jw *w, const ckpt_value *v, size_t parent, size_t index)
+{
+    size_t i, mask;
+    if (w->nnodes == w->capnodes) {
+        size_t cap = w->capnodes ? w->capnodes * 2 : 64;
+        jnode *nn;
+        if (cap > ((size_t)-1) / sizeof *nn) {
+            fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+            return 0;
+        }
+        nn = realloc(w->nodes, cap * sizeof *nn);
+        if (!nn) {
+            fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+            return 0;
+        }
+        w->nodes = nn;
+        w->capnodes = cap;
+    }
+    if ((w->nnodes + 1) * 2 > w->nslots && seen_grow(w) != 0)
+        return 0;
+    w->nodes[w->nnodes].v = v;
+    w->nodes[w->nnodes].parent = parent;
+    w->nodes[w->nnodes].index = index;
+    w->nnodes++;
+    mask = w->nslots - 1;
+    for (i = hash_ptr(v) & mask; w->slots[i] != 0; i = (i + 1) & mask)
+        ;
+    w->slots[i] = w->nnodes;
+    return w->nnodes;
+}
+
+/* Append the path component that leads from node `parent` to its child. */
+static int scratch_component(jw *w, size_t parent, size_t index)
+{
+    const ckpt_value *pv = w->nodes[parent - 1].v;
+    char tmp[32];
+    switch (ckpt_value_kind(pv)) {
+    case CKPT_V_DICT:
+        return scratch_dict_key(w, pv, index);
+    case CKPT_V_OBJECT:
+        return scratch_str(w, part_names[index < 4 ? index : 0]);
+    default:
+        snprintf(tmp, sizeof tmp, "%zu", index);
+        return scratch_str(w, tmp);
+    }
+}
+
+/* {"$ref": "<path of node id>"} */
+static int put_ref(jw *w, size_t id)
+{
+    size_t chain[JSON_MAX_DEPTH + 1];
+    size_t depth = 0, n;
+    w->scratch_len = 0;
+    if (scratch_add(w, "", 0) != 0)
+        return -1;
+    /* Nodes are recorded at depth <= JSON_MAX_DEPTH, so the chain fits. */
+    for (n = id; w->nodes[n - 1].parent != 0 && depth <= JSON_MAX_DEPTH;
+         n = w->nodes[n - 1].parent)
+        chain[depth++] = n;
+    while (depth > 0) {
+        n = chain[--depth];
+        if (scratch_component(w, w->nodes[n - 1].parent, w->nodes[n - 1].index) != 0)
+            return -1;
+        if (depth > 0 && scratch_add(w, ".", 1) != 0)
+            return -1;
+    }
+    if (puts_(w, w->indent > 0 ? "{\"$ref\": " : "{\"$ref\":") != 0)
+        return -1;
+    if (put_string(w, w->scratch, w->scratch_len) != 0)
+        return -1;
+    return putc_(w, '}');
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
+                     unsigned depth);
+
+static int is_container(ckpt_kind k)
+{
+    return k == CKPT_V_LIST || k == CKPT_V_TUPLE || k == CKPT_V_SET ||
+           k == CKPT_V_DICT || k == CKPT_V_OBJECT;
+}
+
+/* Start a member of an object being written: separator, indent, "key": */
+static int member(jw *w, int *first, const char *key, unsigned depth)
+{
+    if (!*first && putc_(w, ',') != 0)
+        return -1;
+    *first = 0;
+    if (newline(w, depth) != 0)
+        return -1;
+    if (put_string(w, key, strlen(key)) != 0)
+        return -1;
+    return key_sep(w);
+}
+
+static int put_tensor(jw *w, const ckpt_value *v, unsigned depth)
+{
+    const ckpt_tensor *t = ckpt_value_tensor(w->f, v);
+    int first = 1;
+    uint32_t i;
+    if (putc_(w, '{') != 0 || member(w, &first, "$tensor", depth + 1) != 0)
+        return -1;
+    if (!t) {
+        if (puts_(w, "null") != 0)
+            return -1;
+    } else {
+        if (put_string(w, t->name, strlen(t->name)) != 0)
+            return -1;
+        if (member(w, &first, "dtype", depth + 1) != 0)
+            return -1;
+        if (put_string(w, ckpt_dtype_name(t->dtype), strlen(ckpt_dtype_name(t->dtype))) != 0)
+            return -1;
+        if (member(w, &first, "shape", depth + 1) != 0 || putc_(w, '[') != 0)
+            return -1;
+        for (i = 0; i < t->ndim; i++) {
+            if (i > 0 && (w->indent > 0 ? put(w, ", ", 2) : putc_(w, ',')) != 0)
+                return -1;
+            if (put_i64(w, t->shape[i]) != 0)
+                return -1;
+        }
+        if (putc_(w, ']') != 0)
+            return -1;
+    }
+    if (newline(w, depth) != 0)
+        return -1;
+    return putc_(w, '}');
+}
+
+static int put_container(jw *w, const ckpt_value *v, ckpt_kind kind,
+                         size_t self, unsigned depth)
+{
+    size_t i, n;
+    int first = 1;
+    if (kind == CKPT_V_DICT) {
+        n = ckpt_value_len(v);
+        if (putc_(w, '{') != 0)
+            return -1;
+        for (i = 0; i < n; i++) {
+            if (i > 0 && putc_(w, ',') != 0)
+                return -1;
+            if (newline(w, depth + 1) != 0)
+                return -1;
+            w->scratch_len = 0;
+            if (scratch_add(w, "", 0) != 0 || scratch_dict_key(w, v, i) != 0)
+                return -1;
+            if (put_string(w, w->scratch, w->scratch_len) != 0 || key_sep(w) != 0)
+                return -1;
+            if (put_value(w, ckpt_value_item(v, i), self, i, depth + 1) != 0)
+                return -1;
+        }
+        if (n > 0 && newline(w, depth) != 0)
+            return -1;
+        return putc_(w, '}');
+    }
+    if (kind == CKPT_V_OBJECT) {
+        const char *cls = ckpt_value_class(v);
+        const ckpt_value *parts[4];
+        size_t p;
+        parts[PART_ARGS] = ckpt_object_args(v);
+        parts[PART_STATE] = ckpt_object_state(v);
+        parts[PART_ITEMS] = ckpt_object_items(v);
+        parts[PART_LIST] = ckpt_object_list(v);
+        if (putc_(w, '{') != 0 || member(w, &first, "$object", depth + 1) != 0)
+            return -1;
+        if (cls ? put_string(w, cls, strlen(cls)) : puts_(w, "null"))
+            return -1;
+        for (p = 0; p < 4; p++) {
+            if (!parts[p])
+                continue;
+            if (member(w, &first, part_names[p], depth + 1) != 0)
+                return -1;
+            if (put_value(w, parts[p], self, p, depth + 1) != 0)
+                return -1;
+        }
+        if (newline(w, depth) != 0)
+            return -1;
+        return putc_(w, '}');
+    }
+    /* LIST, TUPLE, SET */
+    n = ckpt_value_len(v);
+    if (putc_(w, '[') != 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (i > 0 && putc_(w, ',') != 0)
+            return -1;
+        if (newline(w, depth + 1) != 0)
+            return -1;
+        if (put_value(w, ckpt_value_item(v, i), self, i, depth + 1) != 0)
+            return -1;
+    }
+    if (n > 0 && newline(w, depth) != 0)
+        return -1;
+    return putc_(w, ']');
+}
+
+static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
+                     unsigned depth)
+{
+    ckpt_kind kind;
+    const char *s;
+    size_t n = 0;
+    char tmp[40];
+    double x;
+
+    if (w->failed)
+        return -1;
+    if (!v)
+        return puts_(w, "null");
+    kind = ckpt_value_kind(v);
+    switch (kind) {
+    case CKPT_V_NONE:
+        return puts_(w, "null");
+    case CKPT_V_BOOL:
+        return puts_(w, ckpt_value_bool(v) ? "true" : "false");
+    case CKPT_V_INT:
+        return put_i64(w, ckpt_value_int(v));
+    case CKPT_V_BIGINT:
+        s = ckpt_value_text(v, &n);
+        if (!s || n == 0)
+            return puts_(w, "null");
+        return put(w, s, n);
+    case CKPT_V_FLOAT:
+        x = ckpt_value_float(v);
+        if ((s = nonfinite_name(x)) != NULL)
+            return put_string(w, s, strlen(s));
+        n = float_repr(x, tmp);
+        return put(w, tmp, n);
+    case CKPT_V_STR:
+        s = ckpt_value_text(v, &n);
+        return put_string(w, s ? s : "", s ? n : 0);
+    case CKPT_V_BYTES:
+        s = ckpt_value_text(v, &n);
+        if (puts_(w, w->indent > 0 ? "{\"$bytes\": " : "{\"$bytes\":") != 0)
+            return -1;
+        if (put_base64(w, (const unsigned char *)(s ? s : ""), s ? n : 0) != 0)
+            return -1;
+        return putc_(w, '}');
+    case CKPT_V_TENSOR:
+        return put_tensor(w, v, depth);
+    case CKPT_V_GLOBAL:
+        s = ckpt_value_class(v);
+        if (puts_(w, w->indent > 0 ? "{\"$global\": " : "{\"$global\":") != 0)
+            return -1;
+        if (s ? put_string(w, s, strlen(s)) : puts_(w, "null"))
+            return -1;
+        return putc_(w, '}');
+    case CKPT_V_STORAGE:
+        s = ckpt_value_text(v, &n);
+        if (puts_(w, w->indent > 0 ? "{\"$storage\": " : "{\"$storage\":") != 0)
+            return -1;
+        if (s ? put_string(w, s, n) : puts_(w, "null"))
+            return -1;
+        return putc_(w, '}');
+    default:
+        break;
+    }
+    if (is_container(kind)) {
+        size_t id = seen_lookup(w, v);
+        if (id != 0)
+            return put_ref(w, id);
+        if (depth > JSON_MAX_DEPTH)
+            return fail(w, CKPT_E_LIMIT, "nesting deeper than 1000");
+        id = seen_add(w, v, parent, index);
+        if (id == 0)
+            return -1;
+        return put_container(w, v, kind, id, depth);
+    }
+    return puts_(w, "null");
+}
+
+CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
+                                int indent,
+                                int (*write)(void *ctx, const char *s, size_t n),
+                                void *ctx, ckpt_error *err)
+{
+    jw w;
+    int r;
+    memset(&w, 0, sizeof w);
+    w.f = f;
+    w.write = write;
+    w.ctx = ctx;
+    w.err = err;
+    w.indent = indent > 0 ? indent : 0;
+    if (err) {
+        err->code = CKPT_OK;
+        err->offset = -1;
+        err->message[0] = '\0';
+    }
+    if (!f || !write) {
+        fail(&w, CKPT_E_ARG, "ckpt_value_to_json: NULL file or write callback");
+        return -1;
+    }
+    w.buf = malloc(JSON_BUF_SIZE);
+    if (!w.buf) {
+        fail(&w, CKPT_E_NOMEM, "out of memory writing JSON");
+        return -1;
+    }
+    if (!v)
+        v = ckpt_root(f);
+    r = put_value(&w, v, 0, 0, 0);
+    if (r == 0)
+        r = flush(&w);
+    free(w.buf);
+    free(w.nodes);
+    free(w.slots);
+    free(w.scratch);
+    return r == 0 && !w.failed ? 0 : -1;
+}
