@@ -77,6 +77,16 @@ CKPT_API const char *ckpt_code_name(ckpt_code code);
 /* Options and limits                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* A global (class or function) a pickle references, as the machine resolved
+ * it through GLOBAL, STACK_GLOBAL and the memo.  See ckpt_global_at(). */
+typedef struct ckpt_global_ref {
+    const char *module;   /* as resolved by the machine (Python 2 names mapped) */
+    const char *name;
+    const char *pickle;   /* which pickle: "data.pkl", "legacy:object", ... */
+    int64_t offset;       /* byte offset in the file of the opcode */
+    int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
+} ckpt_global_ref;
+
 /* Limits protect against hostile files.  Each is checked BEFORE an allocation
  * or a loop of that size.  Defaults (set by ckpt_options_init):            */
 #define CKPT_DEFAULT_MAX_PICKLE_BYTES  (100ull << 20) /* 100 MiB per pickle   */
@@ -102,7 +112,19 @@ typedef struct ckpt_options {
     uint32_t max_rank;         /* dimensions of one tensor (at most 64) */
     const char *key;           /* top-level key to select ("state_dict", ...)
                                   or NULL for the whole object */
-    int use_mmap;              /* ckpt_open(): map the file (zero-copy reads) */
+    int use_mmap;              /* ckpt_open(): map the file (zero-copy reads);
+                                  if the file shrinks while mapped the process
+                                  gets SIGBUS, so map only files you control */
+    int skip_tensors;          /* parse every pickle but do not name or check
+                                  tensors (tensor_count stays 0): for scanners,
+                                  so a refused layout or a bad extent does not
+                                  hide the rest */
+    /* Called once for every global (class or function) a pickle references,
+     * as soon as that pickle has been run, even when the open fails later:
+     * a scanner sees what a hostile file names up to where it breaks.  `g`
+     * is valid only during the call.  May be NULL. */
+    void (*on_global)(void *ctx, const ckpt_global_ref *g);
+    void *on_global_ctx;
 } ckpt_options;
 
 /* Fill `opt` with the defaults above (no key, no mmap). */
@@ -316,13 +338,6 @@ CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
 /* Globals: every class/function the file's pickles reference (for scanners) */
 /* ------------------------------------------------------------------------ */
 
-typedef struct ckpt_global_ref {
-    const char *module;   /* as resolved by the machine (Python 2 names mapped) */
-    const char *name;
-    const char *pickle;   /* which pickle: "data.pkl", "legacy:object", ... */
-    int64_t offset;       /* byte offset in the file of the opcode */
-    int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
-} ckpt_global_ref;
 
 CKPT_API size_t ckpt_global_count(const ckpt_file *f);
 CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);

@@ -310,7 +310,8 @@ static int select_key(ckpt_file *f, ckpt_error *err) {
 
 int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     CK_TRY(select_key(f, err));
-    if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT) return 0; /* its weights: later work */
+    if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT || f->opt.skip_tensors)
+        return 0; /* TorchScript weights: later work */
     walker w = {.f = f, .err = err};
     w.onpath = calloc(f->next_id ? f->next_id : 1, 1);
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");

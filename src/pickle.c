@@ -1221,12 +1221,14 @@ int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
     m.p = in->buf;
     m.end = in->buf + in->len;
     ckpt_value *res = NULL;
+    size_t first_global = f->nglobals;
     int r = run(&m, &res);
+    if (r == -1 && m.need_more) r = 1;
+    if (r != 1 && f->opt.on_global) /* final: tell the scanner what it named */
+        for (size_t i = first_global; i < f->nglobals; i++) f->opt.on_global(f->opt.on_global_ctx, &f->globals[i]);
     if (r == 0) {
         *out = res;
         *used = (size_t)(m.p - in->buf);
-    } else if (m.need_more) {
-        r = 1;
     }
     free(m.stack);
     free(m.marks);
@@ -1256,7 +1258,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         if (r == 0) *used = u;
         return r == 0 ? 0 : -1;
     }
-    uint64_t win = cap < 65536 ? cap : 65536;
+    uint64_t win = cap < ((uint64_t)1 << 20) ? cap : ((uint64_t)1 << 20); /* most pickles fit at once */
     uint8_t *buf = NULL;
     for (;;) {
         uint8_t *nb = realloc(buf, (size_t)win);
