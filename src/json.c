@@ -28,6 +28,9 @@
 
 #define JSON_BUF_SIZE (64u * 1024u)
 #define JSON_MAX_DEPTH 1000u
+/* Output bound: JSON_OUT_BASE + JSON_OUT_PER_BYTE x the file size. */
+#define JSON_OUT_BASE ((uint64_t)16 << 20)
+#define JSON_OUT_PER_BYTE 16u
 
 /* A container already written: where it sits in the output. */
 typedef struct jnode {
@@ -54,6 +57,8 @@ typedef struct jw {
     size_t nslots;       /* a power of two, or 0 */
     char *scratch;       /* for key text and $ref paths */
     size_t scratch_len, scratch_cap;
+    uint64_t written;    /* bytes handed to write() */
+    uint64_t budget;     /* at most this many: see ckpt_value_to_json() */
 } jw;
 
 /* ------------------------------------------------------------------------ */
@@ -73,10 +78,25 @@ static int fail(jw *w, ckpt_code code, const char *msg)
     return -1;
 }
 
+/* Shared values are written again at every place they are met (only
+ * containers become $refs), so memo/DUP sharing of a long string or of a
+ * deep $ref path could expand without end: the output is bounded. */
+static int over_budget(jw *w)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "JSON output would exceed %llu bytes (16 x the file size + 16 MiB): shared values expand too much",
+             (unsigned long long)w->budget);
+    return fail(w, CKPT_E_LIMIT, msg);
+}
+
 static int flush(jw *w)
 {
     if (w->failed)
         return -1;
+    if (w->len > w->budget - w->written)
+        return over_budget(w);
+    w->written += w->len;
     if (w->len > 0) {
         if (w->write(w->ctx, w->buf, w->len) != 0)
             return fail(w, CKPT_E_IO, "JSON output: the write callback failed");
@@ -359,6 +379,8 @@ static const char *nonfinite_name(double x)
 
 static int scratch_add(jw *w, const char *s, size_t n)
 {
+    if (n > w->budget - w->written || w->scratch_len > w->budget - w->written - n)
+        return over_budget(w); /* the scratch text is always written out */
     if (w->scratch_cap - w->scratch_len < n + 1) {
         size_t cap = w->scratch_cap ? w->scratch_cap : 256;
         char *nb;
@@ -834,6 +856,12 @@ CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
     if (!f || !write) {
         fail(&w, CKPT_E_ARG, "ckpt_value_to_json: NULL file or write callback");
         return -1;
+    }
+    {
+        ckpt_info info;
+        ckpt_get_info(f, &info);
+        w.budget = info.file_size > (UINT64_MAX - JSON_OUT_BASE) / JSON_OUT_PER_BYTE
+                       ? UINT64_MAX : JSON_OUT_BASE + JSON_OUT_PER_BYTE * info.file_size;
     }
     w.buf = malloc(JSON_BUF_SIZE);
     if (!w.buf) {

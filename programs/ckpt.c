@@ -1,0 +1,72 @@
+/*
+ * ckpt.c - the `ckpt` program: read PyTorch checkpoints without PyTorch.
+ *
+ * Each command is one entry in `commands` below and one cmd_xxx() declared
+ * in cli.h; `ckpt --help` lists the table.
+ */
+#include "cli.h"
+
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"ls", cmd_ls, "list the tensors: name, dtype, shape, storage"},
+    {"show", cmd_show, "print the whole saved object as a tree (or as JSON)"},
+    {"cat", cmd_cat, "write one tensor's elements, little-endian, to stdout or a file"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void print_usage(void)
+{
+    size_t i, w = 0;
+    fputs("Usage: ckpt COMMAND [OPTIONS] FILE ...\n"
+          "Read PyTorch checkpoints (.pt, .pth, .bin, .ckpt) without PyTorch and\n"
+          "without running any code from the file.\n"
+          "\n"
+          "Commands:\n",
+          stdout);
+    for (i = 0; i < NCOMMANDS; i++)
+        if (strlen(commands[i].name) > w)
+            w = strlen(commands[i].name);
+    for (i = 0; i < NCOMMANDS; i++)
+        printf("  %-*s  %s\n", (int)w, commands[i].name, commands[i].summary);
+    fputs("\n"
+          "Options:\n"
+          "  -h, --help     show this help; 'ckpt COMMAND --help' for a command\n"
+          "  -V, --version  print the version\n"
+          "\n"
+          "Exit status: 0 success, 1 failure (the file could not be read, ...),\n"
+          "2 usage error.\n",
+          stdout);
+}
+
+int main(int argc, char **argv)
+{
+    const char *arg;
+    size_t i;
+
+    cli_stdout_init();
+    if (argc < 2)
+        return cli_stdout_finish(cli_usage_error("missing command"));
+    arg = argv[1];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        print_usage();
+        return cli_stdout_finish(CLI_OK);
+    }
+    if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
+        printf("ckpt %s\n", CKPT_VERSION_STRING);
+        return cli_stdout_finish(CLI_OK);
+    }
+    if (arg[0] == '-')
+        return cli_stdout_finish(cli_usage_error("unknown option '%s'", arg));
+    for (i = 0; i < NCOMMANDS; i++)
+        if (strcmp(arg, commands[i].name) == 0)
+            return cli_stdout_finish(commands[i].run(argc - 1, argv + 1));
+    return cli_stdout_finish(cli_usage_error("unknown command '%s'", arg));
+}

@@ -1,0 +1,589 @@
+/*
+ * cli.c - helpers shared by the commands of the `ckpt` program.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "cli.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("ckpt: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_FAIL;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("ckpt: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'ckpt --help'.\n", stderr);
+    return CLI_USAGE;
+}
+
+int cli_file_error(const char *path, const ckpt_error *err)
+{
+    char msg[sizeof err->message + 1];
+    size_t i;
+    const char *text = err->message;
+    if (text[0] == '\0')
+        text = ckpt_code_name(err->code);
+    /* keep it one line whatever the library said */
+    for (i = 0; text[i] != '\0' && i < sizeof msg - 1; i++)
+        msg[i] = (text[i] == '\n' || text[i] == '\r') ? ' ' : text[i];
+    msg[i] = '\0';
+    if (err->offset >= 0)
+        fprintf(stderr, "ckpt: %s: %s (byte %lld)\n", path, msg,
+                (long long)err->offset);
+    else
+        fprintf(stderr, "ckpt: %s: %s\n", path, msg);
+    return CLI_FAIL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Option parsing                                                             */
+/* ------------------------------------------------------------------------ */
+
+static const cli_option *find_long(const cli_option *o, size_t n,
+                                   const char *name, size_t len)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (strlen(o[i].name) == len && strncmp(o[i].name, name, len) == 0)
+            return &o[i];
+    return NULL;
+}
+
+static const cli_option *find_short(const cli_option *o, size_t n, char c)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (o[i].short_name != 0 && o[i].short_name == c)
+            return &o[i];
+    return NULL;
+}
+
+int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
+              const char *usage, char **operands, int max_operands,
+              int *noperands)
+{
+    int i, only_operands = 0;
+    *noperands = 0;
+    for (i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (only_operands || a[0] != '-' || a[1] == '\0') {
+            if (*noperands >= max_operands)
+                return cli_usage_error("%s: unexpected argument '%s'", argv[0], a);
+            operands[(*noperands)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_operands = 1;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return CLI_OK;
+        }
+        if (a[1] == '-') {
+            const char *eq = strchr(a, '=');
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const cli_option *o = find_long(options, noptions, a, len);
+            if (!o)
+                return cli_usage_error("%s: unknown option '%.*s'", argv[0],
+                                       (int)len, a);
+            if (!o->takes_value) {
+                if (eq)
+                    return cli_usage_error("%s: option '%s' takes no value",
+                                           argv[0], o->name);
+                *o->flag = 1;
+            } else if (eq) {
+                *o->value = eq + 1;
+            } else if (i + 1 < argc) {
+                *o->value = argv[++i];
+            } else {
+                return cli_usage_error("%s: option '%s' needs a value", argv[0],
+                                       o->name);
+            }
+        } else {
+            const cli_option *o = find_short(options, noptions, a[1]);
+            if (!o || (!o->takes_value && a[2] != '\0'))
+                return cli_usage_error("%s: unknown option '%s'", argv[0], a);
+            if (!o->takes_value)
+                *o->flag = 1;
+            else if (a[2] != '\0')
+                *o->value = a + 2;
+            else if (i + 1 < argc)
+                *o->value = argv[++i];
+            else
+                return cli_usage_error("%s: option '-%c' needs a value", argv[0],
+                                       o->short_name);
+        }
+    }
+    return CLI_CONTINUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                      */
+/* ------------------------------------------------------------------------ */
+
+ckpt_file *cli_open(const char *path, const char *key)
+{
+    ckpt_options opt;
+    ckpt_error err;
+    ckpt_file *f;
+    ckpt_options_init(&opt);
+    opt.key = key;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    f = ckpt_open(path, &opt, &err);
+    if (!f)
+        cli_file_error(path, &err);
+    return f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* stdout                                                                     */
+/* ------------------------------------------------------------------------ */
+
+#define CLI_STDOUT_BUF (1u << 20)
+
+static char *stdout_buf;
+static int stdout_errno;
+
+void cli_stdout_init(void)
+{
+    stdout_buf = malloc(CLI_STDOUT_BUF);
+    if (stdout_buf)
+        setvbuf(stdout, stdout_buf, _IOFBF, CLI_STDOUT_BUF);
+}
+
+int cli_stdout_failed(void)
+{
+    if (stdout_errno != 0)
+        return 1;
+    if (ferror(stdout)) {
+        stdout_errno = errno != 0 ? errno : EIO;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_stdout_finish(int status)
+{
+    int bad = cli_stdout_failed();
+    int e = stdout_errno;
+    if (fflush(stdout) != 0) {
+        if (!bad)
+            e = errno;
+        bad = 1;
+    }
+    if (fclose(stdout) != 0) {
+        if (!bad)
+            e = errno;
+        bad = 1;
+    }
+    free(stdout_buf);
+    stdout_buf = NULL;
+    if (bad) {
+        fprintf(stderr, "ckpt: write error: %s\n", strerror(e != 0 ? e : EIO));
+        return CLI_FAIL;
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Text                                                                       */
+/* ------------------------------------------------------------------------ */
+
+size_t cli_utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
+            return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
+            (s[3] & 0xC0) != 0x80)
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+void cli_json_string(FILE *out, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, run = 0;
+    putc('"', out);
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        if (c >= 0x80 && (k = cli_utf8_seq(s + i, n - i)) > 0) {
+            i += k;
+            continue;
+        }
+        fwrite(str + run, 1, i - run, out);
+        switch (c) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\b': fputs("\\b", out); break;
+        case '\f': fputs("\\f", out); break;
+        default: fprintf(out, "\\u%04x", c); break;
+        }
+        i++;
+        run = i;
+    }
+    fwrite(str + run, 1, n - run, out);
+    putc('"', out);
+}
+
+size_t cli_float_repr(double x, char *out)
+{
+    char tmp[40], digits[20];
+    int prec, exp10 = 0, nd = 0, decpt, i;
+    size_t o = 0;
+    const char *p;
+
+    if (isnan(x) || isinf(x)) {
+        strcpy(out, isnan(x) ? "nan" : x < 0 ? "-inf" : "inf");
+        return strlen(out);
+    }
+    if (x == 0) {
+        strcpy(out, signbit(x) ? "-0.0" : "0.0");
+        return strlen(out);
+    }
+    /* A normal double's 15-digit rounding is its shortest form padded with
+     * zeros whenever that form has at most 15 digits; subnormals hold fewer
+     * digits and are searched from 1 digit up. */
+    for (prec = fabs(x) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
+        if (prec == 17 || strtod(tmp, NULL) == x)
+            break;
+    }
+    p = tmp;
+    if (*p == '-') {
+        out[o++] = '-';
+        p++;
+    }
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9')
+            digits[nd++] = *p;
+    if (*p == 'e')
+        exp10 = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    decpt = exp10 + 1;
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (i = decpt; i < 0; i++)
+                out[o++] = '0';
+            for (i = 0; i < nd; i++)
+                out[o++] = digits[i];
+        } else if (decpt >= nd) {
+            for (i = 0; i < nd; i++)
+                out[o++] = digits[i];
+            for (i = nd; i < decpt; i++)
+                out[o++] = '0';
+            out[o++] = '.';
+            out[o++] = '0';
+        } else {
+            for (i = 0; i < nd; i++) {
+                if (i == decpt)
+                    out[o++] = '.';
+                out[o++] = digits[i];
+            }
+        }
+        out[o] = '\0';
+    } else {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            for (i = 1; i < nd; i++)
+                out[o++] = digits[i];
+        }
+        o += (size_t)snprintf(out + o, 16, "e%c%02d", exp10 < 0 ? '-' : '+',
+                              exp10 < 0 ? -exp10 : exp10);
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Byte order                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int cli_host_big_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 0;
+}
+
+void cli_swap_bytes(void *buf, size_t n, size_t unit)
+{
+    unsigned char *p = buf, *end;
+    if (unit < 2)
+        return;
+    end = p + n - n % unit;
+    for (; p < end; p += unit) {
+        size_t a = 0, b = unit - 1;
+        while (a < b) {
+            unsigned char t = p[a];
+            p[a++] = p[b];
+            p[b--] = t;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Atomic output files                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The temporary file being written, removed if a signal ends the program. */
+static volatile sig_atomic_t tmp_live;
+static char tmp_name[4096];
+
+static void on_signal(int sig)
+{
+    if (tmp_live)
+        unlink(tmp_name);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void watch_signals(int on)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    size_t i;
+    for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sigemptyset(&sa.sa_mask);
+        sa.sa_handler = on ? on_signal : SIG_DFL;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue; /* keep what the parent asked for */
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+int cli_atomic_open(cli_atomic *a, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t need = strlen(path) + 16;
+    mode_t mask;
+    int fd;
+
+    memset(a, 0, sizeof a[0]);
+    if (path[0] == '\0') {
+        cli_error("output file name is empty");
+        return -1;
+    }
+    a->path = malloc(strlen(path) + 1);
+    a->tmp = malloc(need);
+    if (!a->path || !a->tmp || need > sizeof tmp_name) {
+        cli_error("%s: %s", path, need > sizeof tmp_name ? "name too long"
+                                                          : strerror(ENOMEM));
+        cli_atomic_abort(a);
+        return -1;
+    }
+    strcpy(a->path, path);
+    /* "dir/.name.XXXXXX" beside the target, so rename() stays on one file
+     * system */
+    memcpy(a->tmp, path, dirlen);
+    snprintf(a->tmp + dirlen, need - dirlen, ".%s.XXXXXX", path + dirlen);
+    fd = mkstemp(a->tmp);
+    if (fd < 0) {
+        cli_error("%s: %s", path, strerror(errno));
+        free(a->tmp);
+        a->tmp = NULL;
+        cli_atomic_abort(a);
+        return -1;
+    }
+    /* mkstemp makes the file 0600: give it the mode a new file would get */
+    mask = umask(0);
+    umask(mask);
+    fchmod(fd, (mode_t)(0666 & ~mask));
+    strcpy(tmp_name, a->tmp);
+    tmp_live = 1;
+    watch_signals(1);
+    a->fp = fdopen(fd, "wb");
+    if (!a->fp) {
+        cli_error("%s: %s", path, strerror(errno));
+        close(fd);
+        cli_atomic_abort(a);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_atomic_commit(cli_atomic *a)
+{
+    int e = 0;
+    if (!a->fp || !a->tmp) {
+        cli_atomic_abort(a);
+        return -1;
+    }
+    if (fflush(a->fp) != 0 || ferror(a->fp))
+        e = errno != 0 ? errno : EIO;
+    else if (fsync(fileno(a->fp)) != 0 && errno != EINVAL && errno != ENOTSUP)
+        e = errno;
+    if (fclose(a->fp) != 0 && e == 0)
+        e = errno != 0 ? errno : EIO;
+    a->fp = NULL;
+    if (e == 0 && rename(a->tmp, a->path) != 0)
+        e = errno;
+    if (e != 0) {
+        cli_error("%s: %s", a->path, strerror(e));
+        cli_atomic_abort(a);
+        return -1;
+    }
+    tmp_live = 0;
+    watch_signals(0);
+    free(a->tmp);
+    free(a->path);
+    a->tmp = a->path = NULL;
+    return 0;
+}
+
+void cli_atomic_abort(cli_atomic *a)
+{
+    if (a->fp) {
+        fclose(a->fp);
+        a->fp = NULL;
+    }
+    if (a->tmp) {
+        unlink(a->tmp);
+        tmp_live = 0;
+        watch_signals(0);
+    }
+    free(a->tmp);
+    free(a->path);
+    a->tmp = a->path = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pointer map                                                                */
+/* ------------------------------------------------------------------------ */
+
+static size_t ptr_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p)
+{
+    size_t i, mask;
+    if (m->cap == 0)
+        return NULL;
+    mask = m->cap - 1;
+    for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
+        if (m->keys[i] == p)
+            return m->paths[i];
+    return NULL;
+}
+
+static int ptrmap_grow(cli_ptrmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 256, i, j, mask = cap - 1;
+    const void **keys = calloc(cap, sizeof *keys);
+    char **paths = calloc(cap, sizeof *paths);
+    if (!keys || !paths) {
+        free(keys);
+        free(paths);
+        return -1;
+    }
+    for (j = 0; j < m->cap; j++) {
+        if (!m->keys[j])
+            continue;
+        for (i = ptr_hash(m->keys[j]) & mask; keys[i] != NULL; i = (i + 1) & mask)
+            ;
+        keys[i] = m->keys[j];
+        paths[i] = m->paths[j];
+    }
+    free(m->keys);
+    free(m->paths);
+    m->keys = keys;
+    m->paths = paths;
+    m->cap = cap;
+    return 0;
+}
+
+int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path)
+{
+    size_t i, mask, len = strlen(path);
+    char *copy;
+    if ((m->count + 1) * 2 > m->cap && ptrmap_grow(m) != 0)
+        return -1;
+    copy = malloc(len + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, path, len + 1);
+    mask = m->cap - 1;
+    for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
+        if (m->keys[i] == p) {
+            free(m->paths[i]);
+            m->paths[i] = copy;
+            return 0;
+        }
+    m->keys[i] = p;
+    m->paths[i] = copy;
+    m->count++;
+    return 0;
+}
+
+void cli_ptrmap_free(cli_ptrmap *m)
+{
+    size_t i;
+    for (i = 0; i < m->cap; i++)
+        free(m->paths[i]);
+    free(m->keys);
+    free(m->paths);
+    m->keys = NULL;
+    m->paths = NULL;
+    m->cap = m->count = 0;
+}

@@ -1,0 +1,138 @@
+/*
+ * cli.h - helpers shared by the commands of the `ckpt` program.
+ *
+ * Exit statuses: 0 success, 1 failure (unreadable file, write error, ...),
+ * 2 usage error.  Every message goes to stderr as one line starting "ckpt: ".
+ */
+#ifndef CKPT_CLI_H
+#define CKPT_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt.h"
+
+#define CLI_OK 0
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+/* Returned by cli_parse() when the command should go on. */
+#define CLI_CONTINUE (-1)
+
+/* ---- commands: one entry each in the table in ckpt.c ------------------- */
+/* argv[0] is the command name; the return value is the exit status. */
+int cmd_ls(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+
+/* ---- messages ----------------------------------------------------------- */
+
+/* "ckpt: <message>" on stderr; returns CLI_FAIL. */
+int cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* "ckpt: <message>" and "Try 'ckpt --help'." on stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* "ckpt: PATH: <err->message> (byte N)" on stderr, without " (byte N)" when
+ * err->offset is -1; returns CLI_FAIL. */
+int cli_file_error(const char *path, const ckpt_error *err);
+
+/* ---- option parsing ----------------------------------------------------- */
+
+typedef struct cli_option {
+    const char *name;    /* long name with dashes: "--key" */
+    char short_name;     /* 'o' for -o, or 0 */
+    int takes_value;     /* 1: "--key K", "--key=K", "-o OUT", "-oOUT" */
+    const char **value;  /* receives the value (takes_value) */
+    int *flag;           /* set to 1 (!takes_value) */
+} cli_option;
+
+/* Parse argv[1..argc) of a command: options may come before or after the
+ * operands, "--" ends the options, "-h"/"--help" prints `usage` to stdout.
+ * Operands go to operands[0..*noperands); more than max_operands is a usage
+ * error.  Returns CLI_CONTINUE, or the exit status when the command is done
+ * (CLI_OK after --help, CLI_USAGE after a usage error, already reported). */
+int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
+              const char *usage, char **operands, int max_operands,
+              int *noperands);
+
+/* ---- files -------------------------------------------------------------- */
+
+/* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
+ * failure print the error (cli_file_error) and return NULL. */
+ckpt_file *cli_open(const char *path, const char *key);
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Give stdout a large buffer; call before anything is written to it. */
+void cli_stdout_init(void);
+
+/* Nonzero once a write to stdout has failed (the errno is remembered for
+ * cli_stdout_finish()). */
+int cli_stdout_failed(void);
+
+/* Flush and close stdout.  If any write to it failed, report
+ * "ckpt: write error: <reason>" and return CLI_FAIL; else return status. */
+int cli_stdout_finish(int status);
+
+/* Write s[0..n) as a JSON string (with quotes) to out.  Valid UTF-8 passes
+ * through; control characters and bytes that are not valid UTF-8 are written
+ * as \u00XX (the byte read as latin-1). */
+void cli_json_string(FILE *out, const char *s, size_t n);
+
+/* Python's repr() of a finite double (shortest round trip, "1.0", "1e-05",
+ * "1e+16"); "nan", "inf", "-inf" otherwise.  out holds >= 32 bytes. */
+size_t cli_float_repr(double x, char *out);
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
+size_t cli_utf8_seq(const unsigned char *s, size_t n);
+
+/* Nonzero when this machine stores integers big-endian. */
+int cli_host_big_endian(void);
+
+/* Reverse the bytes of each `unit`-byte element of buf[0..n). */
+void cli_swap_bytes(void *buf, size_t n, size_t unit);
+
+/* ---- atomic output files ------------------------------------------------ */
+
+/* A file written under a temporary name in the target's directory and
+ * renamed over the target by cli_atomic_commit(); cli_atomic_abort()
+ * removes it.  No partial target is ever left behind. */
+typedef struct cli_atomic {
+    FILE *fp;
+    char *path;
+    char *tmp;
+} cli_atomic;
+
+/* Returns 0, or prints "ckpt: PATH: <reason>" and returns -1. */
+int cli_atomic_open(cli_atomic *a, const char *path);
+/* Flush, close and rename; on failure prints the error, removes the
+ * temporary file and returns -1. */
+int cli_atomic_commit(cli_atomic *a);
+/* Close and remove the temporary file.  Safe to call after a commit. */
+void cli_atomic_abort(cli_atomic *a);
+
+/* ---- pointer set (shared references) ------------------------------------ */
+
+/* Maps a pointer to the path (a string it owns) where it was first met. */
+typedef struct cli_ptrmap {
+    const void **keys;
+    char **paths;
+    size_t cap, count;
+} cli_ptrmap;
+
+/* The path recorded for p, or NULL. */
+const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p);
+/* Record p at a copy of path; returns 0, or -1 when out of memory. */
+int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path);
+void cli_ptrmap_free(cli_ptrmap *m);
+
+#endif /* CKPT_CLI_H */

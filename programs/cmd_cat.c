@@ -1,0 +1,133 @@
+/*
+ * cmd_cat.c - `ckpt cat`: write one tensor's elements as raw bytes.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "Usage: ckpt cat [--key K] FILE NAME [-o OUT]\n"
+    "Write the elements of tensor NAME (as listed by 'ckpt ls'; \"\" for a\n"
+    "tensor at the root) in row-major order and little-endian byte order,\n"
+    "with no header, to standard output or to OUT.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output OUT  write to OUT instead of standard output; OUT is\n"
+    "                    replaced only once every byte is written ('-' is\n"
+    "                    standard output)\n"
+    "  --key K           only what is under top-level key K (e.g. state_dict)\n"
+    "  -h, --help        show this help\n";
+
+#define CAT_CHUNK ((size_t)4 << 20)
+
+/* Bytes of one number to reverse on a big-endian host: the element, or each
+ * half of a complex element. */
+static size_t swap_unit(ckpt_dtype dtype)
+{
+    size_t size = ckpt_dtype_size(dtype);
+    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 ||
+        dtype == CKPT_COMPLEX128)
+        return size / 2;
+    return size;
+}
+
+/* Stream t to out; on failure report it and return CLI_FAIL. */
+static int write_tensor(const ckpt_file *f, const char *path,
+                        const ckpt_tensor *t, FILE *out, const char *out_name)
+{
+    size_t unit = swap_unit(t->dtype);
+    int swap = unit > 1 && cli_host_big_endian();
+    size_t cap = CAT_CHUNK;
+    uint64_t pos = 0;
+    unsigned char *buf;
+    ckpt_error err;
+
+    if (t->nbytes < cap)
+        cap = (size_t)t->nbytes;
+    if (cap == 0)
+        return CLI_OK;
+    buf = malloc(cap);
+    if (!buf)
+        return cli_error("%s: out of memory (%zu bytes)", path, cap);
+    while (pos < t->nbytes) {
+        size_t n = t->nbytes - pos < cap ? (size_t)(t->nbytes - pos) : cap;
+        memset(&err, 0, sizeof err);
+        err.offset = -1;
+        if (ckpt_tensor_read_range(f, t, pos, buf, n, &err) != 0) {
+            free(buf);
+            return cli_file_error(path, &err);
+        }
+        if (swap)
+            cli_swap_bytes(buf, n, unit);
+        if (fwrite(buf, 1, n, out) != n) {
+            int e = errno;
+            free(buf);
+            if (!out_name) {
+                cli_stdout_failed(); /* reported by cli_stdout_finish() */
+                return CLI_FAIL;
+            }
+            return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
+        }
+        pos += n;
+    }
+    free(buf);
+    return CLI_OK;
+}
+
+int cmd_cat(int argc, char **argv)
+{
+    int nops = 0, r;
+    const char *key = NULL, *out = NULL;
+    char *ops[2];
+    const ckpt_tensor *t;
+    ckpt_file *f;
+    cli_atomic a;
+    const cli_option options[] = {
+        {"--key", 0, 1, &key, NULL},
+        {"--output", 'o', 1, &out, NULL},
+    };
+
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                  ops, 2, &nops);
+    if (r != CLI_CONTINUE)
+        return r;
+    if (nops < 1)
+        return cli_usage_error("cat: missing FILE");
+    if (nops < 2)
+        return cli_usage_error("cat: missing NAME (the tensor to write)");
+    if (out && out[0] == '\0')
+        return cli_usage_error("cat: the output file name is empty");
+    if (out && strcmp(out, "-") == 0)
+        out = NULL;
+
+    f = cli_open(ops[0], key);
+    if (!f)
+        return CLI_FAIL;
+    t = ckpt_find(f, ops[1]);
+    if (!t) {
+        cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
+        ckpt_close(f);
+        return CLI_FAIL;
+    }
+    if (!out) {
+        r = write_tensor(f, ops[0], t, stdout, NULL);
+    } else if (cli_atomic_open(&a, out) != 0) {
+        r = CLI_FAIL;
+    } else {
+        r = write_tensor(f, ops[0], t, a.fp, out);
+        if (r == CLI_OK) {
+            if (cli_atomic_commit(&a) != 0)
+                r = CLI_FAIL;
+        } else {
+            cli_atomic_abort(&a);
+        }
+    }
+    ckpt_close(f);
+    return r;
+}

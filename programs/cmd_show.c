@@ -1,0 +1,664 @@
+/*
+ * cmd_show.c - `ckpt show`: the whole saved object as a tree or as JSON.
+ *
+ * Tree format, two spaces per level:
+ *   epoch: 7
+ *   model:
+ *     fc.weight: tensor float32 [3, 4]
+ *   args: argparse.Namespace(...)
+ *     lr: 0.1
+ *   history: [0.5, 0.25]
+ *   groups: list (2 items)
+ *     [0]:
+ *       params: [0, 1]
+ *     [1]: <ref groups.0>
+ * Strings are quoted, long strings and bytes cut with a length note, short
+ * lists of scalars written on one line, a container met again (shared or
+ * cyclic) as <ref PATH> where PATH joins the labels of its first occurrence
+ * with dots.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "Usage: ckpt show [--json] [--key K] FILE\n"
+    "Print the whole saved object (dicts, lists, numbers, strings, tensors,\n"
+    "objects of other classes) as an indented tree.  Tensors are shown as\n"
+    "'tensor DTYPE [SHAPE]', instances as 'module.Class(...)' with their state\n"
+    "below, a container met again (shared or cyclic) as '<ref PATH>'.\n"
+    "\n"
+    "Options:\n"
+    "  --json      the same as JSON (indent 2): dicts as objects, bytes as\n"
+    "              {\"$bytes\": base64}, tensors as {\"$tensor\": name, \"dtype\",\n"
+    "              \"shape\"}, objects as {\"$object\": class, \"args\", \"state\"},\n"
+    "              shared values as {\"$ref\": path}\n"
+    "  --key K     only what is under top-level key K (e.g. state_dict)\n"
+    "  -h, --help  show this help\n";
+
+#define SHOW_MAX_DEPTH 1000
+#define STR_SHOWN 200     /* bytes of a string shown before cutting */
+#define BYTES_SHOWN 64    /* bytes of a bytes value shown before cutting */
+#define INLINE_ITEMS 16   /* scalar items shown on one line */
+#define INLINE_STR 40     /* longest string item in a one-line list */
+
+/* A growing text buffer; oom is set (and stays) when an allocation fails. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+typedef struct show {
+    const ckpt_file *f;
+    const char *file;
+    FILE *out;
+    cli_ptrmap seen;
+    sbuf line;      /* scratch for one-line values */
+    char *path;
+    size_t path_len, path_cap;
+    int failed;
+} show;
+
+static int oom(show *s)
+{
+    if (!s->failed)
+        cli_error("%s: out of memory", s->file);
+    s->failed = 1;
+    return -1;
+}
+
+/* ---- the current path --------------------------------------------------- */
+
+static int path_push(show *s, const char *comp, size_t n, size_t *mark)
+{
+    size_t need = s->path_len + n + 2;
+    *mark = s->path_len;
+    if (need > s->path_cap) {
+        size_t cap = s->path_cap ? s->path_cap : 256;
+        char *p;
+        while (cap < need)
+            cap *= 2;
+        p = realloc(s->path, cap);
+        if (!p)
+            return oom(s);
+        s->path = p;
+        s->path_cap = cap;
+    }
+    if (s->path_len > 0)
+        s->path[s->path_len++] = '.';
+    memcpy(s->path + s->path_len, comp, n);
+    s->path_len += n;
+    s->path[s->path_len] = '\0';
+    return 0;
+}
+
+static void path_pop(show *s, size_t mark)
+{
+    s->path_len = mark;
+    if (s->path)
+        s->path[mark] = '\0';
+}
+
+/* ---- text builder ------------------------------------------------------- */
+
+static void sb_add(sbuf *b, const void *data, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->cap - b->len < n + 1) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *p;
+        while (cap - b->len < n + 1)
+            cap *= 2;
+        p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *str) { sb_add(b, str, strlen(str)); }
+
+static void sb_char(sbuf *b, char c) { sb_add(b, &c, 1); }
+
+static void sb_i64(sbuf *b, int64_t x)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)x);
+    sb_add(b, tmp, (size_t)n);
+}
+
+/* ---- scalars ------------------------------------------------------------ */
+
+static void indent(show *s, int depth)
+{
+    int i;
+    for (i = 0; i < depth; i++)
+        fputs("  ", s->out);
+}
+
+/* A quoted string or bytes value, cut after `limit` bytes with a note. */
+static void put_quoted(sbuf *b, const char *str, size_t n, int is_bytes)
+{
+    const unsigned char *p = (const unsigned char *)str;
+    size_t limit = is_bytes ? BYTES_SHOWN : STR_SHOWN, i = 0, shown;
+    char tmp[48];
+    shown = n > limit ? limit : n;
+    if (is_bytes)
+        sb_char(b, 'b');
+    sb_char(b, '"');
+    while (i < shown) {
+        unsigned c = p[i];
+        size_t k;
+        if (c == '"' || c == '\\') {
+            sb_char(b, '\\');
+            sb_char(b, (char)c);
+        } else if (c == '\n') {
+            sb_str(b, "\\n");
+        } else if (c == '\t') {
+            sb_str(b, "\\t");
+        } else if (c == '\r') {
+            sb_str(b, "\\r");
+        } else if (c >= 0x20 && c < 0x7f) {
+            sb_char(b, (char)c);
+        } else if (!is_bytes && c >= 0x80 && (k = cli_utf8_seq(p + i, n - i)) > 0) {
+            if (i + k > shown) /* do not cut a character */
+                break;
+            sb_add(b, p + i, k);
+            i += k;
+            continue;
+        } else {
+            snprintf(tmp, sizeof tmp, "\\x%02x", c);
+            sb_str(b, tmp);
+        }
+        i++;
+    }
+    sb_char(b, '"');
+    if (i < n) {
+        snprintf(tmp, sizeof tmp, "... (%zu bytes)", n);
+        sb_str(b, tmp);
+    }
+}
+
+static int is_scalar(const ckpt_value *v, int for_inline)
+{
+    size_t n;
+    if (!v)
+        return 1;
+    switch (ckpt_value_kind(v)) {
+    case CKPT_V_NONE:
+    case CKPT_V_BOOL:
+    case CKPT_V_INT:
+    case CKPT_V_BIGINT:
+    case CKPT_V_FLOAT:
+        return 1;
+    case CKPT_V_STR:
+    case CKPT_V_BYTES:
+        ckpt_value_text(v, &n);
+        return !for_inline || n <= INLINE_STR;
+    default:
+        return 0;
+    }
+}
+
+static void put_scalar(sbuf *b, const ckpt_value *v)
+{
+    const char *t;
+    size_t n = 0;
+    char tmp[40];
+    switch (v ? ckpt_value_kind(v) : CKPT_V_NONE) {
+    case CKPT_V_NONE:
+        sb_str(b, "None");
+        break;
+    case CKPT_V_BOOL:
+        sb_str(b, ckpt_value_bool(v) ? "True" : "False");
+        break;
+    case CKPT_V_INT:
+        sb_i64(b, ckpt_value_int(v));
+        break;
+    case CKPT_V_BIGINT:
+        t = ckpt_value_text(v, &n);
+        sb_add(b, t ? t : "?", t ? n : 1);
+        break;
+    case CKPT_V_FLOAT:
+        n = cli_float_repr(ckpt_value_float(v), tmp);
+        sb_add(b, tmp, n);
+        break;
+    case CKPT_V_STR:
+    case CKPT_V_BYTES:
+        t = ckpt_value_text(v, &n);
+        put_quoted(b, t ? t : "", t ? n : 0, ckpt_value_kind(v) == CKPT_V_BYTES);
+        break;
+    default:
+        sb_char(b, '?');
+        break;
+    }
+}
+
+/* Write and clear the builder. */
+static int flush_sb(show *s, sbuf *b)
+{
+    if (b->oom) {
+        b->oom = 0;
+        b->len = 0;
+        return oom(s);
+    }
+    fwrite(b->p, 1, b->len, s->out);
+    b->len = 0;
+    return 0;
+}
+
+/* ---- labels -------------------------------------------------------------- */
+
+/* A str key that can be shown bare: non-empty, printable, valid UTF-8. */
+static int bare_key(const char *k, size_t n)
+{
+    size_t i = 0;
+    if (n == 0)
+        return 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)k[i];
+        size_t len;
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+        len = c < 0x80 ? 1 : cli_utf8_seq((const unsigned char *)k + i, n - i);
+        if (len == 0)
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* Text of a dict key into b (cleared first): str keys bare when possible,
+ * other scalars and tuples of scalars as Python prints them, anything else
+ * "<key N>". */
+static void key_text(sbuf *b, const ckpt_value *k, size_t index)
+{
+    const char *t;
+    size_t n = 0, i, m;
+    int ok;
+    char tmp[40];
+
+    b->len = 0;
+    sb_str(b, "");
+    if (k && ckpt_value_kind(k) == CKPT_V_STR) {
+        t = ckpt_value_text(k, &n);
+        if (t && bare_key(t, n)) {
+            sb_add(b, t, n);
+            return;
+        }
+    }
+    if (k && is_scalar(k, 0)) {
+        put_scalar(b, k);
+        return;
+    }
+    if (k && ckpt_value_kind(k) == CKPT_V_TUPLE) {
+        m = ckpt_value_len(k);
+        ok = m <= INLINE_ITEMS;
+        for (i = 0; ok && i < m; i++)
+            ok = is_scalar(ckpt_value_item(k, i), 1);
+        if (ok) {
+            sb_char(b, '(');
+            for (i = 0; i < m; i++) {
+                if (i > 0)
+                    sb_str(b, ", ");
+                put_scalar(b, ckpt_value_item(k, i));
+            }
+            sb_str(b, m == 1 ? ",)" : ")");
+            return;
+        }
+    }
+    snprintf(tmp, sizeof tmp, "<key %zu>", index);
+    sb_str(b, tmp);
+}
+
+/* ---- values --------------------------------------------------------------- */
+
+static int show_value(show *s, const char *label, const ckpt_value *v, int depth);
+
+/* Indentation and "label:" (nothing for the root value). */
+static void start_line(show *s, const char *label, int depth)
+{
+    indent(s, depth);
+    if (label) {
+        fputs(label, s->out);
+        putc(':', s->out);
+    }
+}
+
+/* Start a one-line value: indentation, "label: ". */
+static void start_value(show *s, const char *label, int depth)
+{
+    start_line(s, label, depth);
+    if (label)
+        putc(' ', s->out);
+}
+
+static const char *seq_name(ckpt_kind k)
+{
+    return k == CKPT_V_TUPLE ? "tuple" : k == CKPT_V_SET ? "set" : "list";
+}
+
+/* A list/tuple/set of scalars on one line into b; 0 if it is not one. */
+static int inline_seq(sbuf *b, const ckpt_value *v)
+{
+    ckpt_kind k = ckpt_value_kind(v);
+    size_t n = ckpt_value_len(v), i, shown = n > INLINE_ITEMS ? INLINE_ITEMS : n;
+    char tmp[48];
+    for (i = 0; i < n; i++)
+        if (!is_scalar(ckpt_value_item(v, i), 1))
+            return 0;
+    if (n == 0) {
+        sb_str(b, k == CKPT_V_TUPLE ? "()" : k == CKPT_V_SET ? "set()" : "[]");
+        return 1;
+    }
+    sb_str(b, k == CKPT_V_TUPLE ? "(" : k == CKPT_V_SET ? "{" : "[");
+    for (i = 0; i < shown; i++) {
+        if (i > 0)
+            sb_str(b, ", ");
+        put_scalar(b, ckpt_value_item(v, i));
+    }
+    if (k == CKPT_V_TUPLE && n == 1)
+        sb_char(b, ',');
+    if (shown < n)
+        sb_str(b, ", ...");
+    sb_str(b, k == CKPT_V_TUPLE ? ")" : k == CKPT_V_SET ? "}" : "]");
+    if (shown < n) {
+        snprintf(tmp, sizeof tmp, " (%zu items)", n);
+        sb_str(b, tmp);
+    }
+    return 1;
+}
+
+/* Children of a dict, one line each, labelled with their keys. */
+static int show_dict_items(show *s, const ckpt_value *d, int depth)
+{
+    size_t n = ckpt_value_len(d), i;
+    sbuf key;
+    int r = 0;
+    memset(&key, 0, sizeof key);
+    for (i = 0; i < n && r == 0; i++) {
+        size_t mark;
+        key_text(&key, ckpt_value_key(d, i), i);
+        if (key.oom) {
+            r = oom(s);
+            break;
+        }
+        if (path_push(s, key.p, key.len, &mark) != 0) {
+            r = -1;
+            break;
+        }
+        r = show_value(s, key.p, ckpt_value_item(d, i), depth);
+        path_pop(s, mark);
+    }
+    free(key.p);
+    return r;
+}
+
+/* Items of a sequence, labelled [0], [1], ... */
+static int show_seq_items(show *s, const ckpt_value *v, int depth)
+{
+    size_t n = ckpt_value_len(v), i;
+    for (i = 0; i < n; i++) {
+        char label[32], comp[32];
+        size_t mark;
+        int r;
+        snprintf(label, sizeof label, "[%zu]", i);
+        snprintf(comp, sizeof comp, "%zu", i);
+        if (path_push(s, comp, strlen(comp), &mark) != 0)
+            return -1;
+        r = show_value(s, label, ckpt_value_item(v, i), depth);
+        path_pop(s, mark);
+        if (r != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A named child (object parts): "name: value" with the path extended. */
+static int show_part(show *s, const char *name, const ckpt_value *v, int depth)
+{
+    size_t mark;
+    int r;
+    if (path_push(s, name, strlen(name), &mark) != 0)
+        return -1;
+    r = show_value(s, name, v, depth);
+    path_pop(s, mark);
+    return r;
+}
+
+/* "module.Class(args)" then the state's entries (or "state:", "items:",
+ * "list:", "args:" children) one level deeper. */
+static int show_object(show *s, const char *label, const ckpt_value *v, int depth)
+{
+    const char *cls = ckpt_value_class(v);
+    const ckpt_value *args = ckpt_object_args(v);
+    const ckpt_value *state = ckpt_object_state(v);
+    const ckpt_value *items = ckpt_object_items(v);
+    const ckpt_value *list = ckpt_object_list(v);
+    int args_inline = 0;
+    size_t nargs = args ? ckpt_value_len(args) : 0, i;
+
+    start_value(s, label, depth);
+    fputs(cls ? cls : "?", s->out);
+    if (args && ckpt_value_kind(args) == CKPT_V_TUPLE && nargs <= INLINE_ITEMS) {
+        args_inline = 1;
+        for (i = 0; i < nargs; i++)
+            if (!is_scalar(ckpt_value_item(args, i), 1))
+                args_inline = 0;
+    }
+    if (!args || (args_inline && nargs == 0)) {
+        fputs(state || items || list ? "(...)" : "()", s->out);
+        args_inline = 1;
+    } else if (args_inline) {
+        sb_char(&s->line, '(');
+        for (i = 0; i < nargs; i++) {
+            if (i > 0)
+                sb_str(&s->line, ", ");
+            put_scalar(&s->line, ckpt_value_item(args, i));
+        }
+        sb_char(&s->line, ')');
+        if (flush_sb(s, &s->line) != 0)
+            return -1;
+    } else {
+        fputs("(...)", s->out);
+    }
+    putc('\n', s->out);
+    if (!args_inline && show_part(s, "args", args, depth + 1) != 0)
+        return -1;
+    if (state) {
+        /* a dict state (the usual __dict__) is shown as the object's own
+         * entries; a later reference to it points at the object */
+        if (ckpt_value_kind(state) == CKPT_V_DICT &&
+            !cli_ptrmap_get(&s->seen, state)) {
+            if (cli_ptrmap_put(&s->seen, state, s->path ? s->path : "") != 0)
+                return oom(s);
+            if (show_dict_items(s, state, depth + 1) != 0)
+                return -1;
+        } else if (show_part(s, "state", state, depth + 1) != 0) {
+            return -1;
+        }
+    }
+    if (items && show_part(s, "items", items, depth + 1) != 0)
+        return -1;
+    if (list && show_part(s, "list", list, depth + 1) != 0)
+        return -1;
+    return 0;
+}
+
+static void show_tensor(show *s, const ckpt_value *v)
+{
+    const ckpt_tensor *t = ckpt_value_tensor(s->f, v);
+    uint32_t i;
+    fputs("tensor", s->out);
+    if (!t)
+        return;
+    fprintf(s->out, " %s [", ckpt_dtype_name(t->dtype));
+    for (i = 0; i < t->ndim; i++)
+        fprintf(s->out, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    putc(']', s->out);
+}
+
+static int show_value(show *s, const char *label, const ckpt_value *v, int depth)
+{
+    ckpt_kind kind;
+    const char *ref, *text;
+    size_t n = 0;
+
+    if (s->failed)
+        return -1;
+    if (cli_stdout_failed()) {
+        s->failed = 1; /* reported by cli_stdout_finish() */
+        return -1;
+    }
+    if (!v || is_scalar(v, 0)) {
+        start_value(s, label, depth);
+        put_scalar(&s->line, v);
+        if (flush_sb(s, &s->line) != 0)
+            return -1;
+        putc('\n', s->out);
+        return 0;
+    }
+    kind = ckpt_value_kind(v);
+    switch (kind) {
+    case CKPT_V_TENSOR:
+        start_value(s, label, depth);
+        show_tensor(s, v);
+        putc('\n', s->out);
+        return 0;
+    case CKPT_V_GLOBAL:
+        start_value(s, label, depth);
+        text = ckpt_value_class(v);
+        fprintf(s->out, "global %s\n", text ? text : "?");
+        return 0;
+    case CKPT_V_STORAGE:
+        start_value(s, label, depth);
+        text = ckpt_value_text(v, &n);
+        if (text)
+            fprintf(s->out, "storage %.*s\n", (int)n, text);
+        else
+            fputs("storage\n", s->out);
+        return 0;
+    case CKPT_V_LIST:
+    case CKPT_V_TUPLE:
+    case CKPT_V_SET:
+    case CKPT_V_DICT:
+    case CKPT_V_OBJECT:
+        break;
+    default:
+        start_value(s, label, depth);
+        fprintf(s->out, "<%s>\n", ckpt_kind_name(kind));
+        return 0;
+    }
+
+    /* containers: written once, a reference after that */
+    ref = cli_ptrmap_get(&s->seen, v);
+    if (ref) {
+        start_value(s, label, depth);
+        fprintf(s->out, "<ref %s>\n", ref[0] ? ref : "(root)");
+        return 0;
+    }
+    if (depth > SHOW_MAX_DEPTH) {
+        cli_error("%s: nesting deeper than %d", s->file, SHOW_MAX_DEPTH);
+        s->failed = 1;
+        return -1;
+    }
+    if (cli_ptrmap_put(&s->seen, v, s->path ? s->path : "") != 0)
+        return oom(s);
+
+    if (kind == CKPT_V_OBJECT)
+        return show_object(s, label, v, depth);
+    if (kind == CKPT_V_DICT) {
+        if (ckpt_value_len(v) == 0) {
+            start_value(s, label, depth);
+            fputs("{}\n", s->out);
+            return 0;
+        }
+        if (!label) /* the root dict: its entries at the left margin */
+            return show_dict_items(s, v, depth);
+        start_line(s, label, depth);
+        putc('\n', s->out);
+        return show_dict_items(s, v, depth + 1);
+    }
+    /* LIST, TUPLE, SET */
+    if (!label && ckpt_value_len(v) > 0) /* the root: items at the margin */
+        return show_seq_items(s, v, depth);
+    start_value(s, label, depth);
+    if (inline_seq(&s->line, v))
+        return flush_sb(s, &s->line) == 0 && putc('\n', s->out) != EOF ? 0 : -1;
+    s->line.len = 0;
+    fprintf(s->out, "%s (%zu item%s)\n", seq_name(kind), ckpt_value_len(v),
+            ckpt_value_len(v) == 1 ? "" : "s");
+    return show_seq_items(s, v, depth + 1);
+}
+
+static int write_stdout(void *ctx, const char *p, size_t n)
+{
+    (void)ctx;
+    return fwrite(p, 1, n, stdout) == n ? 0 : -1;
+}
+
+static int show_json(const ckpt_file *f, const char *path)
+{
+    ckpt_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_value_to_json(f, NULL, 2, write_stdout, NULL, &err) != 0) {
+        if (cli_stdout_failed())
+            return CLI_FAIL; /* reported by cli_stdout_finish() */
+        return cli_file_error(path, &err);
+    }
+    putchar('\n');
+    return CLI_OK;
+}
+
+static int show_tree(const ckpt_file *f, const char *path)
+{
+    show s;
+    const ckpt_value *root = ckpt_root(f);
+    int r;
+    memset(&s, 0, sizeof s);
+    s.f = f;
+    s.file = path;
+    s.out = stdout;
+    if (!root)
+        return CLI_OK;
+    r = show_value(&s, NULL, root, 0);
+    cli_ptrmap_free(&s.seen);
+    free(s.line.p);
+    free(s.path);
+    return r == 0 ? CLI_OK : CLI_FAIL;
+}
+
+int cmd_show(int argc, char **argv)
+{
+    int json = 0, nops = 0, r;
+    const char *key = NULL;
+    char *ops[1];
+    ckpt_file *f;
+    const cli_option options[] = {
+        {"--json", 0, 0, NULL, &json},
+        {"--key", 0, 1, &key, NULL},
+    };
+
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                  ops, 1, &nops);
+    if (r != CLI_CONTINUE)
+        return r;
+    if (nops < 1)
+        return cli_usage_error("show: missing FILE");
+    f = cli_open(ops[0], key);
+    if (!f)
+        return CLI_FAIL;
+    r = json ? show_json(f, ops[0]) : show_tree(f, ops[0]);
+    ckpt_close(f);
+    return r;
+}
