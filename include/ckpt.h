@@ -104,7 +104,8 @@ typedef struct ckpt_options {
     uint64_t max_tensor_bytes; /* bytes one tensor may materialise */
     uint64_t max_ops;          /* opcodes executed in one pickle */
     uint32_t max_stack;        /* pickle stack depth plus marks */
-    uint32_t max_depth;        /* how deeply values may nest when walked */
+    uint32_t max_depth;        /* how deeply values may nest when walked
+                                  (at most 4096: the walk uses C stack) */
     uint32_t max_memo;         /* distinct memo entries in one pickle */
     uint64_t max_expansion;    /* nodes visited by one walk of the value tree
                                   (against memo/DUP "billion laughs" sharing) */
@@ -147,7 +148,9 @@ typedef struct ckpt_reader {
 } ckpt_reader;
 
 /* Open a checkpoint.  `opt` may be NULL for the defaults.  Returns NULL and
- * fills `err` on failure.  No tensor byte is read here. */
+ * fills `err` on failure.  Only the container's index and its pickles are
+ * parsed here; tensors are read by ckpt_tensor_read() (read-ahead of small
+ * records may happen to cover some storage bytes). */
 CKPT_API ckpt_file *ckpt_open(const char *path, const ckpt_options *opt,
                               ckpt_error *err);
 /* Open from memory; `data` must stay valid and unchanged until ckpt_close(). */
@@ -261,7 +264,9 @@ CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
 /* Zero copy: when the file was opened with use_mmap (or from memory), and the
  * tensor is contiguous, stored uncompressed and in native byte order, return a
  * pointer to its first byte inside the mapping.  It stays valid until
- * ckpt_close(); it must not be written to.  Otherwise NULL, with err->code
+ * ckpt_close(); it must not be written to.  torch.save's ZIP files align
+ * every storage to 64 bytes; legacy and TAR files do not, so the pointer may
+ * be misaligned for the dtype (copy, or use memcpy to load elements).  Otherwise NULL, with err->code
  * CKPT_E_NOTMAPPABLE and the reason: use ckpt_tensor_read(). */
 CKPT_API const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t,
                                       ckpt_error *err);
@@ -311,6 +316,9 @@ CKPT_API const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key);
  * key or not reached by naming). */
 CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f,
                                               const ckpt_value *v);
+/* STORAGE: the storage, or NULL. */
+CKPT_API const ckpt_storage *ckpt_value_storage(const ckpt_file *f,
+                                                const ckpt_value *v);
 /* OBJECT and GLOBAL: "module.qualname" (e.g. "argparse.Namespace");
  * DICT: its class when it is a dict subclass ("collections.OrderedDict"),
  * else NULL. */
@@ -326,9 +334,13 @@ CKPT_API const ckpt_value *ckpt_object_list(const ckpt_value *v);
  * success.  Dicts become objects with string keys, lists/tuples/sets arrays,
  * ints keep every digit, non-finite floats become "nan"/"inf"/"-inf", bytes
  * {"$bytes": base64}, tensors {"$tensor": name, "dtype", "shape"}, objects
- * {"$object": class, "args", "state", ...}, globals {"$global": name}.  A
- * value met again (shared reference or cycle) is written as {"$ref": path}.
- * indent 0: one line; otherwise spaces per level.  Returns 0 or -1. */
+ * {"$object": class, "args", "state", ...}, globals {"$global": name},
+ * storages {"$storage": key}.  A container (list, tuple, set, dict, object)
+ * met again (shared reference or cycle) is written as {"$ref": path}, so the
+ * output is linear in the number of values; scalars are written each time.
+ * Nesting deeper than 1000 is CKPT_E_LIMIT, and so is output beyond
+ * 16 MiB + 16 x the file size (a bound against scalars shared through the
+ * memo).  indent 0: one line; otherwise spaces per level.  Returns 0 or -1. */
 CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
                                 int indent,
                                 int (*write)(void *ctx, const char *s, size_t n),

@@ -41,36 +41,48 @@ const char *ckpt_format_name(ckpt_format fmt) {
 
 /* ---- naming ------------------------------------------------------------- */
 
+/* A path longer than this is not kept (keys shared through the memo could
+ * make it as long as depth x pickle size); a tensor there is an error. */
+#define CK_MAX_NAME_BYTES ((size_t)64 << 10)
+
 typedef struct walker {
     ckpt_file *f;
     ckpt_error *err;
     char *name;
     size_t len, cap;
-    uint8_t *onpath; /* per value id: being walked (cycle guard) */
-    uint64_t visits;
+    size_t stored;   /* bytes of name[] that hold the path: len, or less when too long */
+    uint8_t *onpath; /* per value id: 1 being walked (cycle guard), 2 walked: holds no tensor */
+    uint64_t visits; /* against max_expansion: values visited, tensors listed */
+    uint64_t cycles; /* cycle guards met */
 } walker;
 
 static int name_push(walker *w, const char *s, size_t n, size_t *saved) {
     *saved = w->len;
-    size_t need = w->len + n + 2;
-    if (need > w->cap) {
-        size_t nc = w->cap ? w->cap : 256;
-        while (nc < need) nc *= 2;
-        char *p = realloc(w->name, nc);
-        if (!p) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-        w->name = p;
-        w->cap = nc;
+    size_t len = w->len + (w->len ? 1 : 0) + n;
+    if (w->stored == w->len && len <= CK_MAX_NAME_BYTES) {
+        if (len + 1 > w->cap) {
+            size_t nc = w->cap ? w->cap : 256;
+            while (nc < len + 1) nc *= 2;
+            char *p = realloc(w->name, nc);
+            if (!p) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+            w->name = p;
+            w->cap = nc;
+        }
+        if (w->len) w->name[w->len] = '.';
+        memcpy(w->name + len - n, s, n);
+        w->name[len] = 0;
+        w->stored = len;
     }
-    if (w->len) w->name[w->len++] = '.';
-    memcpy(w->name + w->len, s, n);
-    w->len += n;
-    w->name[w->len] = 0;
+    w->len = len;
     return 0;
 }
 
 static void name_pop(walker *w, size_t saved) {
     w->len = saved;
-    if (w->name) w->name[saved] = 0;
+    if (saved <= w->stored) {
+        w->stored = saved;
+        if (w->name) w->name[saved] = 0;
+    }
 }
 
 /* Text of a dict key for a tensor name. */
@@ -181,8 +193,13 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
                        (unsigned long long)w->f->opt.max_expansion);
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
-    if (w->onpath[v->id]) return 0; /* a cycle: already being walked above */
+    if (w->onpath[v->id]) { /* 1: a cycle, being walked above; 2: known to hold no tensor */
+        w->cycles += w->onpath[v->id] == 1;
+        return 0;
+    }
     w->onpath[v->id] = 1;
+    size_t ntensors = w->f->ntensors;
+    uint64_t cycles = w->cycles;
     int r = 0;
     switch (v->kind) {
     case CKPT_V_LIST:
@@ -210,7 +227,9 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
         break;
     default: break;
     }
-    w->onpath[v->id] = 0;
+    /* A walk that listed no tensor and met no cycle saw everything below v:
+     * shared again (memo/DUP "billion laughs"), v is not walked again. */
+    w->onpath[v->id] = r == 0 && w->f->ntensors == ntensors && w->cycles == cycles ? 2 : 0;
     return r;
 }
 
@@ -241,6 +260,17 @@ static int emit(walker *w, const ckpt_value *v) {
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors", f->opt.max_entries);
+    if (w->stored != w->len)
+        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "a tensor name is longer than %zu bytes ('%.60s...')",
+                       CK_MAX_NAME_BYTES, name);
+    /* A listing costs memory for its name; one tensor listed again under
+     * another name (shared references) costs more, so that sharing cannot
+     * multiply the listings. */
+    w->visits += w->len / 4 + (t->listed ? 64 : 0);
+    if (w->visits > f->opt.max_expansion)
+        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
+                       "listing the tensors takes more than %llu steps (shared references expand too much; "
+                       "names too long)", (unsigned long long)f->opt.max_expansion);
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
@@ -353,6 +383,7 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     if (opt) f->opt = *opt;
     else ckpt_options_init(&f->opt);
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
+    if (f->opt.max_depth > 4096) f->opt.max_depth = 4096; /* the walk recurses: C stack */
     if (f->opt.key) {
         f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
         f->opt.key = f->key_copy;

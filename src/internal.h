@@ -249,6 +249,7 @@ struct ckpt_file {
     ckpt_value *root;    /* whole object */
     ckpt_value *sel;     /* selected key's value or root */
     uint32_t next_id;
+    uint64_t copies;     /* pickle.c: words copied out of shared values, all pickles */
 
     ck_storage *storages;
     size_t nstorages, cap_storages;

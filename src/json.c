@@ -811,13 +811,16 @@ static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
         if (s ? put_string(w, s, strlen(s)) : puts_(w, "null"))
             return -1;
         return putc_(w, '}');
-    case CKPT_V_STORAGE:
-        s = ckpt_value_text(v, &n);
+    case CKPT_V_STORAGE: {
+        const ckpt_storage *st = ckpt_value_storage(w->f, v);
+        s = st ? st->key : NULL;
+        n = s ? strlen(s) : 0;
         if (puts_(w, w->indent > 0 ? "{\"$storage\": " : "{\"$storage\":") != 0)
             return -1;
         if (s ? put_string(w, s, n) : puts_(w, "null"))
             return -1;
         return putc_(w, '}');
+    }
     default:
         break;
     }

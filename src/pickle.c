@@ -158,11 +158,33 @@ typedef struct machine {
 #define PFAIL(...) FAIL(CKPT_E_PICKLE, __VA_ARGS__)
 #define OOM() FAIL(CKPT_E_NOMEM, "out of memory")
 
+/* A few opcode bytes can apply a callable to a value shared through the memo
+ * (OrderedDict(big_list), list(x), _codecs.encode(long_str), a tensor
+ * rebuild with memoized arguments) again and again, each time copying it:
+ * the words such copies allocate count against max_expansion, for all the
+ * pickles of a file together. */
+/* Room for exactly n items in an empty container (no doubling waste). */
+static int reserve(machine *m, ckpt_value *v, size_t n) {
+    if (!n || v->u.seq.cap) return 0;
+    if (n > SIZE_MAX / sizeof *v->u.seq.v || !(v->u.seq.v = ck_alloc(&m->f->arena, n * sizeof *v->u.seq.v)))
+        return OOM();
+    v->u.seq.cap = n;
+    return 0;
+}
+
+static int copied(machine *m, uint64_t words) {
+    m->f->copies += words;
+    if (m->f->copies > m->f->opt.max_expansion)
+        return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
+                    "(shared references expand too much)", (unsigned long long)m->f->opt.max_expansion);
+    return 0;
+}
+
 static int push(machine *m, ckpt_value *v) {
     if (!v) return OOM();
+    if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack) /* every push, not only when growing */
+        return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
     if (m->sp == m->scap) {
-        if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
-            return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
         CK_TRY(ck_grow((void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack, m->err));
     }
     m->stack[m->sp++] = v;
@@ -331,6 +353,8 @@ static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value *
         return *out ? 0 : OOM();
     }
     bool neg = (b[n - 1] & 0x80) != 0;
+    /* drop redundant sign bytes: a non-minimal encoding of a small int is an int */
+    while (n > 1 && b[n - 1] == (neg ? 0xff : 0x00) && ((b[n - 2] & 0x80) != 0) == neg) n--;
     if (n <= 8) {
         uint64_t u = 0;
         for (size_t i = 0; i < n; i++) u |= (uint64_t)b[i] << (8 * i);
@@ -602,6 +626,7 @@ static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **ou
     size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
     if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
     if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
+    CK_TRY(copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
     ck_storage *st = &m->f->storages[a[0]->u.storage];
     ck_tdef *t = ck_alloc(&m->f->arena, sizeof *t);
     if (!t) return OOM();
@@ -668,6 +693,8 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
     if (src) {
         if (src->kind != CKPT_V_LIST && src->kind != CKPT_V_TUPLE && src->kind != CKPT_V_SET)
             return 1; /* not something we interpret */
+        CK_TRY(copied(m, src->u.seq.n));
+        CK_TRY(reserve(m, v, src->u.seq.n));
         for (size_t i = 0; i < src->u.seq.n; i++)
             if (ck_seq_push(m->f, v, src->u.seq.v[i])) return OOM();
     }
@@ -676,6 +703,10 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
 }
 
 static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
+    if (src->kind == CKPT_V_DICT || is_seq(src)) {
+        size_t words = src->kind == CKPT_V_DICT ? src->u.seq.n : 2 * src->u.seq.n;
+        if (copied(m, words) || reserve(m, d, words)) return -1;
+    }
     if (src->kind == CKPT_V_DICT) {
         for (size_t i = 0; i < src->u.seq.n; i++)
             if (ck_seq_push(m->f, d, src->u.seq.v[i])) return OOM();
@@ -733,6 +764,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
         case G_REBUILD_PARAMETER:
         case G_REBUILD_PARAMETER_STATE:
             if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
+                CK_TRY(copied(m, 16));
                 ck_tdef *t = ck_alloc_copy(&m->f->arena, a[0]->u.t, sizeof *t);
                 ckpt_value *v = t ? ck_new(m->f, CKPT_V_TENSOR) : NULL;
                 if (!v) return OOM();
@@ -797,6 +829,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
             if (n == 2 && a[0]->kind == CKPT_V_STR && a[1]->kind == CKPT_V_STR &&
                 (ck_is_str(a[1], "latin1") || ck_is_str(a[1], "latin-1") ||
                  ck_is_str(a[1], "iso-8859-1"))) {
+                CK_TRY(copied(m, 1 + a[0]->u.s.n / 8));
                 *out = latin1_bytes(m, a[0]);
                 if (*out) return 0;
             }
@@ -812,6 +845,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 return 0;
             }
             if (n == 2 && a[0]->kind == CKPT_V_STR && ck_is_str(a[1], "latin-1")) {
+                CK_TRY(copied(m, 1 + a[0]->u.s.n / 8));
                 *out = latin1_bytes(m, a[0]);
                 if (*out) return 0;
             }
@@ -823,10 +857,12 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 return *out ? 0 : OOM();
             }
             break;
-        case G_COPYREG_NEWOBJ:
-            if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL) {
+        case G_COPYREG_NEWOBJ: /* __newobj__(cls, *args); not of itself: no chains */
+            if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid != G_COPYREG_NEWOBJ) {
+                CK_TRY(copied(m, n));
                 ckpt_value *rest = ck_new(m->f, CKPT_V_TUPLE);
                 if (!rest) return OOM();
+                CK_TRY(reserve(m, rest, n));
                 for (size_t i = 1; i < n; i++)
                     if (ck_seq_push(m->f, rest, a[i])) return OOM();
                 return apply(m, a[0], rest, out);
@@ -1043,7 +1079,7 @@ static int run(machine *m, ckpt_value **result) {
             size_t cnt = m->sp - base;
             if (op == 'd' && cnt % 2) return PFAIL("DICT with an odd number of items");
             v = new_seq_from(m, op == 'd' ? CKPT_V_DICT : op == 't' ? CKPT_V_TUPLE : op == 'l' ? CKPT_V_LIST : CKPT_V_SET,
-                             m->stack + base, cnt);
+                             cnt ? m->stack + base : NULL, cnt); /* no stack yet: "(t" */
             if (!v) return OOM();
             m->sp = base;
             CK_TRY(push(m, v));
@@ -1253,12 +1289,19 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
     if (f->src.map) { /* the bytes are already in memory */
         in.buf = f->src.map + off;
         in.len = (size_t)cap;
+        in.more = cap < avail; /* asking for more: the pickle goes past the size limit */
         size_t u = 0;
         int r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
+        if (r == 1)
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
+                           label, (unsigned long long)f->opt.max_pickle_bytes);
         return r == 0 ? 0 : -1;
     }
-    uint64_t win = cap < ((uint64_t)1 << 20) ? cap : ((uint64_t)1 << 20); /* most pickles fit at once */
+    /* Start small: a TAR member or a legacy stream holds many tiny pickles, and
+     * reading a big window for each would make the reads quadratic.  Growing
+     * 16-fold keeps re-parsing of a big pickle under 1/15 of its size. */
+    uint64_t win = cap < 512 ? cap : 512;
     uint8_t *buf = NULL;
     for (;;) {
         uint8_t *nb = realloc(buf, (size_t)win);
@@ -1273,10 +1316,15 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         }
         in.buf = buf;
         in.len = (size_t)win;
-        in.more = win < cap;
+        in.more = win < avail;
         size_t u = 0, ng = f->nglobals, nn = f->nnotes;
         int r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
+        if (r == 1 && win == cap) {
+            free(buf);
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
+                           label, (unsigned long long)f->opt.max_pickle_bytes);
+        }
         if (r != 1) {
             free(buf);
             if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
@@ -1288,6 +1336,6 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         }
         f->nglobals = ng; /* forget what the cut-short attempt recorded */
         f->nnotes = nn;
-        win = win * 4 < cap ? win * 4 : cap; /* values built so far stay in the arena */
+        win = win * 16 < cap ? win * 16 : cap; /* values built so far stay in the arena */
     }
 }

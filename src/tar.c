@@ -81,6 +81,7 @@ static void pax(const uint8_t *p, size_t n, char *path, size_t pcap, uint64_t *s
         while (j < n && p[j] >= '0' && p[j] <= '9' && len < 1000000) len = len * 10 + (size_t)(p[j++] - '0');
         if (j >= n || p[j] != ' ' || len == 0 || len > n - i) return;
         const uint8_t *kv = p + j + 1, *end = p + i + len - 1; /* end at '\n' */
+        if (kv > end) return; /* a record shorter than its own length field */
         const uint8_t *eq = memchr(kv, '=', (size_t)(end - kv));
         if (eq) {
             size_t kl = (size_t)(eq - kv), vl = (size_t)(end - eq - 1);
@@ -128,9 +129,9 @@ static int find_members(ckpt_file *f, member m[4], ckpt_error *err) {
         if (size > f->src.size - data)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR member of %llu bytes runs past the end of the file",
                            (unsigned long long)size);
-        char name[256];
+        char name[155 + 1 + 100 + 1]; /* prefix '/' name NUL */
         if (has_pax_path) {
-            memcpy(name, pax_path, sizeof name);
+            snprintf(name, sizeof name, "%s", pax_path);
         } else {
             size_t nl = strnlen((const char *)h, 100);
             size_t pl = memcmp(h + 257, "ustar", 5) == 0 ? strnlen((const char *)h + 345, 155) : 0;

@@ -99,15 +99,20 @@ void *ck_alloc(ck_arena *a, size_t n) {
     if (n == 0) n = 8;
     ck_block *b = a->head;
     if (!b || b->cap - b->used < n) {
+        /* a big one-off allocation gets a block of its own size, so that
+         * many of them (a long string copied again and again) do not each
+         * hold a whole growing block */
+        bool oneoff = b && b->cap - b->used >= CK_BLOCK_MIN / 4 && n > CK_BLOCK_MIN / 4;
         size_t cap = CK_BLOCK_MIN;
-        if (b && b->cap < ((size_t)8 << 20)) cap = b->cap * 2; /* grow blocks */
+        if (oneoff) cap = n;
+        else if (b && b->cap < ((size_t)8 << 20)) cap = b->cap * 2; /* grow blocks */
         else if (b) cap = b->cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX - sizeof(ck_block) - CK_HUGE) return NULL;
         ck_block *nb = new_block(cap);
         if (!nb) return NULL;
         a->total += nb->cap;
-        if (b && b->cap - b->used >= CK_BLOCK_MIN / 4 && n > CK_BLOCK_MIN / 4) {
+        if (oneoff) {
             /* a big one-off allocation: keep filling the current block */
             nb->next = b->next;
             b->next = nb;

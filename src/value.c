@@ -72,6 +72,11 @@ const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key) {
     return ck_dict_get(v, key);
 }
 
+const ckpt_storage *ckpt_value_storage(const ckpt_file *f, const ckpt_value *v) {
+    if (!f || !v || v->kind != CKPT_V_STORAGE || v->u.storage >= f->nstorages) return NULL;
+    return &f->storages[v->u.storage].pub;
+}
+
 const char *ckpt_value_class(const ckpt_value *v) {
     if (!v) return NULL;
     if (v->kind == CKPT_V_OBJECT || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_DICT) return v->cls;

@@ -367,7 +367,7 @@ static int storage_size(ckpt_file *f, ckpt_dtype dt, int64_t numel, int64_t pos,
                         ckpt_error *err) {
     if (ck_mul_ovf((uint64_t)numel, ck_dtype_size(dt), nbytes))
         return ck_fail(err, CKPT_E_LIMIT, pos, "storage size overflows");
-    if (*nbytes > f->src.size)
+    if (*nbytes > f->src.size && !f->zip) /* ZIP: checked against its record below */
         return ck_fail(err, CKPT_E_FORMAT, pos, "storage of %llu bytes is larger than the file (%llu)",
                        (unsigned long long)*nbytes, (unsigned long long)f->src.size);
     return 0;
@@ -575,7 +575,7 @@ int ck_zip_open(ckpt_file *f, ckpt_error *err) {
 /* ---- verification -------------------------------------------------------- */
 
 static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
-    size_t chunk = 1 << 20;
+    size_t chunk = z->size < (1u << 20) ? (size_t)z->size + 1 : 1u << 20; /* small records: small buffer */
     uint8_t *buf = malloc(chunk);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     uLong c = crc32(0L, Z_NULL, 0);
