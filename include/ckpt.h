@@ -105,7 +105,7 @@ typedef struct ckpt_options {
     uint64_t max_ops;          /* opcodes executed in one pickle */
     uint32_t max_stack;        /* pickle stack depth plus marks */
     uint32_t max_depth;        /* how deeply values may nest when walked
-                                  (at most 4096: the walk uses C stack) */
+                                  (at most 2048: the walk uses C stack) */
     uint32_t max_memo;         /* distinct memo entries in one pickle */
     uint64_t max_expansion;    /* nodes visited by one walk of the value tree
                                   (against memo/DUP "billion laughs" sharing) */

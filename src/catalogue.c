@@ -263,10 +263,10 @@ static int emit(walker *w, const ckpt_value *v) {
     if (w->stored != w->len)
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "a tensor name is longer than %zu bytes ('%.60s...')",
                        CK_MAX_NAME_BYTES, name);
-    /* A listing costs memory for its name; one tensor listed again under
-     * another name (shared references) costs more, so that sharing cannot
-     * multiply the listings. */
-    w->visits += w->len / 4 + (t->listed ? 64 : 0);
+    /* A listing costs about 24 + name/8 words of memory; one tensor listed
+     * again under another name (shared references) costs more, so that
+     * sharing cannot multiply the listings. */
+    w->visits += 24 + w->len / 8 + (t->listed ? 256 : 0);
     if (w->visits > f->opt.max_expansion)
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
                        "listing the tensors takes more than %llu steps (shared references expand too much; "
@@ -383,7 +383,7 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     if (opt) f->opt = *opt;
     else ckpt_options_init(&f->opt);
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
-    if (f->opt.max_depth > 4096) f->opt.max_depth = 4096; /* the walk recurses: C stack */
+    if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
     if (f->opt.key) {
         f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
         f->opt.key = f->key_copy;
@@ -409,6 +409,7 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
                     head[0]);
     }
     if (r == 0) r = ck_catalogue(f, err);
+    if (r != 0 && f->zip) ck_zip_blame_damage(f, err);
     if (r != 0) {
         ckpt_close(f);
         return NULL;

@@ -326,6 +326,9 @@ bool ck_is_str(const ckpt_value *v, const char *s);
 
 /* ---- containers -------------------------------------------------------- */
 int ck_zip_open(ckpt_file *f, ckpt_error *err);
+/* After a failed open of a ZIP: replace err by a CRC mismatch of a record
+ * the open read, if there is one.  Returns -1. */
+int ck_zip_blame_damage(ckpt_file *f, ckpt_error *err);
 int ck_legacy_open(ckpt_file *f, ckpt_error *err);
 int ck_tar_open(ckpt_file *f, ckpt_error *err);
 bool ck_tar_bid(const uint8_t *b, size_t n);

@@ -163,20 +163,28 @@ typedef struct machine {
  * rebuild with memoized arguments) again and again, each time copying it:
  * the words such copies allocate count against max_expansion, for all the
  * pickles of a file together. */
-/* Room for exactly n items in an empty container (no doubling waste). */
+/* Room for exactly n more items (no doubling waste). */
 static int reserve(machine *m, ckpt_value *v, size_t n) {
-    if (!n || v->u.seq.cap) return 0;
-    if (n > SIZE_MAX / sizeof *v->u.seq.v || !(v->u.seq.v = ck_alloc(&m->f->arena, n * sizeof *v->u.seq.v)))
-        return OOM();
-    v->u.seq.cap = n;
+    if (v->u.seq.cap - v->u.seq.n >= n) return 0;
+    if (n > SIZE_MAX / sizeof *v->u.seq.v - v->u.seq.n) return OOM();
+    ckpt_value **nv = ck_alloc(&m->f->arena, (v->u.seq.n + n) * sizeof *nv);
+    if (!nv) return OOM();
+    if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
+    v->u.seq.v = nv;
+    v->u.seq.cap = v->u.seq.n + n;
     return 0;
 }
 
 static int copied(machine *m, uint64_t words) {
+    /* at most max_expansion words, and at most 4 Mi words more than the
+     * file has bytes: a real big string or list is copied once, a shared
+     * one copied again and again runs out */
+    uint64_t cap = ((uint64_t)1 << 22) + m->f->src.size;
+    if (cap > m->f->opt.max_expansion) cap = m->f->opt.max_expansion;
     m->f->copies += words;
-    if (m->f->copies > m->f->opt.max_expansion)
+    if (m->f->copies > cap)
         return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
-                    "(shared references expand too much)", (unsigned long long)m->f->opt.max_expansion);
+                    "(shared references expand too much)", (unsigned long long)cap);
     return 0;
 }
 
@@ -695,8 +703,8 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
             return 1; /* not something we interpret */
         CK_TRY(copied(m, src->u.seq.n));
         CK_TRY(reserve(m, v, src->u.seq.n));
-        for (size_t i = 0; i < src->u.seq.n; i++)
-            if (ck_seq_push(m->f, v, src->u.seq.v[i])) return OOM();
+        if (src->u.seq.n) memcpy(v->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *v->u.seq.v);
+        v->u.seq.n = src->u.seq.n;
     }
     *out = v;
     return 0;
@@ -707,17 +715,18 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
         size_t words = src->kind == CKPT_V_DICT ? src->u.seq.n : 2 * src->u.seq.n;
         if (copied(m, words) || reserve(m, d, words)) return -1;
     }
+    /* reserve() made room for all of it: fill in place */
     if (src->kind == CKPT_V_DICT) {
-        for (size_t i = 0; i < src->u.seq.n; i++)
-            if (ck_seq_push(m->f, d, src->u.seq.v[i])) return OOM();
+        if (src->u.seq.n) memcpy(d->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *d->u.seq.v);
+        d->u.seq.n = src->u.seq.n;
         return 0;
     }
     if (!is_seq(src)) return 1;
     for (size_t i = 0; i < src->u.seq.n; i++) {
         ckpt_value *pr = src->u.seq.v[i];
         if (!is_seq(pr) || pr->u.seq.n != 2) return 1;
-        if (ck_seq_push(m->f, d, pr->u.seq.v[0]) || ck_seq_push(m->f, d, pr->u.seq.v[1]))
-            return OOM();
+        d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[0];
+        d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[1];
     }
     return 0;
 }
@@ -729,7 +738,12 @@ static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
     size_t k = 0;
     const unsigned char *p = (const unsigned char *)s->u.s.p;
     for (size_t i = 0; i < s->u.s.n;) {
-        if (p[i] < 0x80) {
+        uint64_t x;
+        if (s->u.s.n - i >= 8 && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ull))) {
+            memcpy(o + k, &x, 8); /* eight ASCII bytes at once */
+            i += 8;
+            k += 8;
+        } else if (p[i] < 0x80) {
             o[k++] = (char)p[i++];
         } else if ((p[i] & 0xe0) == 0xc0 && i + 1 < s->u.s.n && p[i] <= 0xc3) {
             o[k++] = (char)(((p[i] & 0x1f) << 6) | (p[i + 1] & 0x3f));

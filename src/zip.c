@@ -176,6 +176,14 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                     z->name, (unsigned long long)z->comp_size, (unsigned long long)z->size);
             goto out;
         }
+        /* deflate expands at most 1032:1: a larger declared size is a lie that
+         * would size buffers (data.pkl, strided reads) beyond any real data */
+        if (z->method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 && z->size > (z->comp_size + 1) * 1032) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
+                    "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes can hold",
+                    z->name, (unsigned long long)z->size, (unsigned long long)z->comp_size);
+            goto out;
+        }
         p += total;
         f->nzip++;
     }
@@ -530,7 +538,33 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
     return r == 0 ? 0 : -1;
 }
 
-int ck_zip_open(ckpt_file *f, ckpt_error *err) {
+static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
+static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
+static int zip_open(ckpt_file *f, ckpt_error *err);
+
+/* When a ZIP fails to open, damage is the likeliest cause: if a record the
+ * open read (the pickles, version, byteorder) fails its CRC, say so instead
+ * of reporting what the damaged bytes looked like.  Always returns -1. */
+int ck_zip_open(ckpt_file *f, ckpt_error *err) { return zip_open(f, err); }
+
+int ck_zip_blame_damage(ckpt_file *f, ckpt_error *err) {
+    if (!f->nzip || !f->root_name || !f->root_name[0] || (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
+        return -1;
+    static const char *const read_at_open[] = {"data.pkl", "constants.pkl", "version", ".data/version", "byteorder"};
+    for (size_t i = 0; i < sizeof read_at_open / sizeof read_at_open[0]; i++) {
+        const ck_zip_entry *z = record(f, read_at_open[i]);
+        if (!z || z->crc == 0 || z->size > f->opt.max_pickle_bytes) continue;
+        uint32_t crc;
+        ckpt_error e2;
+        if ((z->method == 8 ? crc_deflated(f, z, &crc, &e2) : crc_record(f, z, &crc, &e2)) != 0) continue;
+        if (crc != z->crc)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
+                           z->name, z->crc, crc);
+    }
+    return -1;
+}
+
+static int zip_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_ZIP;
     CK_TRY(parse_central(f, err));
     CK_TRY(index_records(f, err));
