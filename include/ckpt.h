@@ -312,8 +312,9 @@ CKPT_API const ckpt_value *ckpt_value_item(const ckpt_value *v, size_t i);
 CKPT_API const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i); /* DICT */
 /* DICT: the value under string key `key`, NULL when absent. */
 CKPT_API const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key);
-/* TENSOR: the tensor, if it is listed (NULL for tensors outside the selected
- * key or not reached by naming). */
+/* TENSOR: the listed tensor; for a tensor that naming did not reach (outside
+ * the selected key, a non-persistent buffer) a descriptor whose name is NULL,
+ * which ckpt_tensor_read() accepts too; NULL if its extent is unsound. */
 CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f,
                                               const ckpt_value *v);
 /* STORAGE: the storage, or NULL. */

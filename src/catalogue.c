@@ -254,6 +254,37 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name) {
     return 0;
 }
 
+/* Fill a public descriptor from a rebuilt tensor (name left alone). */
+static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o) {
+    const ck_storage *s = &f->storages[t->storage];
+    size_t es = ck_dtype_size(t->dtype);
+    o->dtype = t->dtype;
+    o->ndim = t->ndim;
+    o->shape = t->shape;
+    o->stride = t->stride;
+    o->storage_offset = t->offset;
+    o->storage = t->storage;
+    o->numel = t->numel;
+    o->nbytes = t->numel * es;
+    o->requires_grad = t->requires_grad;
+    /* check_extent() bounded offset * es for a non-empty tensor; an empty
+     * one may carry any offset, so it points at its storage's start */
+    o->file_offset = s->pub.file_offset < 0 ? -1
+                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es : s->pub.file_offset;
+    uint64_t expect = 1;
+    o->contiguous = 1;
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) o->contiguous = 0;
+        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break; /* numel 0 only */
+    }
+}
+
+int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err) {
+    CK_TRY(ck_grow((void **)&f->tdefs, &f->cap_tdefs, f->ntdefs + 1, sizeof *f->tdefs, err));
+    f->tdefs[f->ntdefs++] = t;
+    return 0;
+}
+
 static int emit(walker *w, const ckpt_value *v) {
     ckpt_file *f = w->f;
     ck_tdef *t = v->u.t;
@@ -280,27 +311,7 @@ static int emit(walker *w, const ckpt_value *v) {
     int added = o->name ? ck_map_add(&f->tensor_names, o->name, nlen, f->ntensors, NULL) : -1;
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     if (added > 0) return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
-    const ck_storage *s = &f->storages[t->storage];
-    size_t es = ck_dtype_size(t->dtype);
-    o->dtype = t->dtype;
-    o->ndim = t->ndim;
-    o->shape = t->shape;
-    o->stride = t->stride;
-    o->storage_offset = t->offset;
-    o->storage = t->storage;
-    o->numel = t->numel;
-    o->nbytes = t->numel * es;
-    o->requires_grad = t->requires_grad;
-    /* check_extent() bounded offset * es for a non-empty tensor; an empty
-     * one may carry any offset, so it points at its storage's start */
-    o->file_offset = s->pub.file_offset < 0 ? -1
-                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es : s->pub.file_offset;
-    uint64_t expect = 1;
-    o->contiguous = 1;
-    for (uint32_t i = t->ndim; i-- > 0;) {
-        if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) o->contiguous = 0;
-        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break; /* numel 0 only */
-    }
+    describe(f, t, o);
     if (!t->listed) t->listed = f->ntensors + 1;
     f->total_bytes += o->nbytes;
     f->ntensors++;
@@ -346,6 +357,20 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     w.onpath = calloc(f->next_id ? f->next_id : 1, 1);
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     int r = walk(&w, f->sel, 0);
+    /* tensors that naming did not reach (outside the key, non-persistent
+     * buffers): a nameless descriptor when their extent is sound */
+    for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
+        ck_tdef *t = f->tdefs[i];
+        if (t->listed) continue;
+        ckpt_error scratch;
+        w.err = &scratch;
+        if (check_extent(&w, t, "") != 0) continue;
+        if (!(t->desc = ck_alloc(&f->arena, sizeof *t->desc))) {
+            r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            break;
+        }
+        describe(f, t, t->desc);
+    }
     free(w.onpath);
     free(w.name);
     return r;
@@ -472,6 +497,7 @@ void ckpt_close(ckpt_file *f) {
     ck_map_free(&f->zip_names);
     free(f->storages);
     free(f->tensors);
+    free(f->tdefs);
     free(f->globals);
     free(f->notes);
     free(f->zip);
@@ -516,8 +542,9 @@ size_t ckpt_note_count(const ckpt_file *f) { return f ? f->nnotes : 0; }
 const char *ckpt_note_at(const ckpt_file *f, size_t i) { return f && i < f->nnotes ? f->notes[i] : NULL; }
 const ckpt_value *ckpt_root(const ckpt_file *f) { return f ? f->sel : NULL; }
 const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v) {
-    if (!f || !v || v->kind != CKPT_V_TENSOR || !v->u.t->listed) return NULL;
-    return &f->tensors[v->u.t->listed - 1];
+    if (!f || !v || v->kind != CKPT_V_TENSOR) return NULL;
+    if (v->u.t->listed) return &f->tensors[v->u.t->listed - 1];
+    return v->u.t->desc;
 }
 
 /* ---- reads -------------------------------------------------------------- */
@@ -615,7 +642,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     if (start > t->nbytes || n > t->nbytes - start)
         return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
-                       (unsigned long long)start, n, t->name, (unsigned long long)t->nbytes);
+                       (unsigned long long)start, n, t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
     if (n == 0) return 0;
     size_t es = ck_dtype_size(t->dtype);
     uint64_t e0 = start / es, e1 = (start + n + es - 1) / es;
@@ -642,7 +669,7 @@ int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t
     if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     if (bufsize < t->nbytes)
         return ck_fail(err, CKPT_E_ARG, -1, "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
-                       t->name, (unsigned long long)t->nbytes);
+                       t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
     return ckpt_tensor_read_range(f, t, 0, buf, (size_t)t->nbytes, err);
 }
 
@@ -656,15 +683,15 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         return NULL;
     }
     if (!t->contiguous) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous", t->name);
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous", t->name ? t->name : "(unnamed)");
         return NULL;
     }
     if (t->file_offset < 0) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored compressed", t->name);
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored compressed", t->name ? t->name : "(unnamed)");
         return NULL;
     }
     if (!is_native_order(f) && ck_dtype_swap_unit(t->dtype) > 1) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored in the other byte order", t->name);
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored in the other byte order", t->name ? t->name : "(unnamed)");
         return NULL;
     }
     return f->src.map + t->file_offset;

@@ -206,6 +206,8 @@ struct ck_tdef {
     bool requires_grad;
     int64_t offset_pos;  /* file offset of the REDUCE, for errors */
     size_t listed;       /* index+1 of the first listed ckpt_tensor, 0 none */
+    ckpt_tensor *desc;   /* a tensor not listed: its nameless descriptor,
+                            when its extent is sound */
 };
 
 /* A storage as the container knows it. */
@@ -257,6 +259,8 @@ struct ckpt_file {
 
     ckpt_tensor *tensors;
     size_t ntensors, cap_tensors;
+    ck_tdef **tdefs;     /* every tensor the pickles rebuilt */
+    size_t ntdefs, cap_tdefs;
     ck_map tensor_names;
     uint64_t total_bytes;
 
@@ -344,5 +348,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos,
 
 /* ---- catalogue ----------------------------------------------------------- */
 int ck_catalogue(ckpt_file *f, ckpt_error *err);
+/* Remember a rebuilt tensor (for descriptors of tensors not listed). */
+int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
 
 #endif

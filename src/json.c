@@ -671,7 +671,7 @@ static int put_tensor(jw *w, const ckpt_value *v, unsigned depth)
         if (puts_(w, "null") != 0)
             return -1;
     } else {
-        if (put_string(w, t->name, strlen(t->name)) != 0)
+        if (t->name ? put_string(w, t->name, strlen(t->name)) : puts_(w, "null"))
             return -1;
         if (member(w, &first, "dtype", depth + 1) != 0)
             return -1;

@@ -638,6 +638,7 @@ static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **ou
     ck_storage *st = &m->f->storages[a[0]->u.storage];
     ck_tdef *t = ck_alloc(&m->f->arena, sizeof *t);
     if (!t) return OOM();
+    CK_TRY(ck_add_tdef(m->f, t, m->err));
     t->storage = a[0]->u.storage;
     t->offset_pos = m->op_pos;
     t->dtype = st->pub.dtype;
@@ -782,6 +783,8 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 ck_tdef *t = ck_alloc_copy(&m->f->arena, a[0]->u.t, sizeof *t);
                 ckpt_value *v = t ? ck_new(m->f, CKPT_V_TENSOR) : NULL;
                 if (!v) return OOM();
+                CK_TRY(ck_add_tdef(m->f, t, m->err));
+                t->desc = NULL;
                 int64_t rg = 0;
                 ck_as_int(a[1], &rg);
                 t->requires_grad = rg != 0;

@@ -322,6 +322,7 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         ckpt_value *tv = t ? ck_new(f, CKPT_V_TENSOR) : NULL;
         if (!tv) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         tv->u.t = t;
+        CK_TRY(ck_add_tdef(f, t, err));
         t->storage = sidx;
         t->dtype = f->storages[sidx].pub.dtype;
         t->ndim = (uint32_t)nd;
