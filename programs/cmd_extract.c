@@ -1,0 +1,423 @@
+/*
+ * cmd_extract.c - `ckpt extract`: tensors as NumPy .npy files.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "cli.h"
+#include "npy.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+static const char usage[] =
+    "Usage: ckpt extract [--key K] FILE NAME -o OUT.npy\n"
+    "       ckpt extract [--key K] FILE [NAME] -d DIR\n"
+    "Write tensors as NumPy .npy files (format 1.0) that\n"
+    "numpy.load(path, allow_pickle=False) reads: C order, little-endian,\n"
+    "the data 64-byte aligned.  With -o, tensor NAME (as listed by 'ckpt ls';\n"
+    "\"\" for a tensor at the root) goes to OUT.npy ('-': standard output).\n"
+    "With -d, every tensor (or only NAME) goes to DIR/<name>.npy, DIR being\n"
+    "created if missing; one line per file is printed: the tensor name as a\n"
+    "JSON string, \" -> \", the path.  Files are written under a temporary\n"
+    "name and renamed when complete.\n"
+    "\n"
+    "File names under DIR are made safe: '/', '\\', control characters and\n"
+    "bytes that are not UTF-8 become '_', leading dots become '_', \"\"\n"
+    "becomes _root, names are cut to 200 bytes; names that collide (also\n"
+    "when compared ignoring ASCII case) get ~2, ~3, ... appended.  Nothing is\n"
+    "ever written outside DIR.\n"
+    "\n"
+    "Element types (torch dtype -> numpy descr):\n"
+    "  float64 <f8, float32 <f4, float16 <f2, int64 <i8, int32 <i4,\n"
+    "  int16 <i2, int8 |i1, uint8 |u1, uint16 <u2, uint32 <u4, uint64 <u8,\n"
+    "  bool |b1, complex64 <c8, complex128 <c16;\n"
+    "  bfloat16 -> <u2: the raw bits (numpy has no bfloat16; widen with\n"
+    "    (a.astype('<u4') << 16).view('<f4'));\n"
+    "  float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,\n"
+    "    float8_e8m0fnu -> |u1: the raw bits;\n"
+    "  complex32 -> <f2 with a trailing dimension of 2 (real, imaginary).\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output OUT  write tensor NAME to OUT\n"
+    "  -d, --dir DIR     write into DIR\n"
+    "  --key K           only what is under top-level key K (e.g. state_dict)\n"
+    "  -h, --help        show this help\n";
+
+#define CHUNK ((size_t)4 << 20) /* a multiple of every element size */
+#define SAFE_MAX 200            /* bytes of a file name before ".npy" */
+
+/* ------------------------------------------------------------------------ */
+/* Writing one .npy                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Header and elements of t to out; on failure report it and return
+ * CLI_FAIL.  `buf` holds CHUNK bytes. */
+static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
+                     FILE *out, const char *out_name, unsigned char *buf)
+{
+    size_t cap = NPY_HEADER_CAP(t->ndim), hlen, unit = npy_swap_unit(t->dtype);
+    int swap = unit > 1 && cli_host_big_endian();
+    char *hdr = malloc(cap);
+    uint64_t pos = 0;
+    ckpt_error err;
+
+    if (!hdr)
+        return cli_error("%s: out of memory", path);
+    hlen = npy_header(hdr, cap, t->dtype, t->shape, t->ndim);
+    if (hlen == 0) {
+        free(hdr);
+        return cli_error("%s: tensor '%s': dtype %s has no .npy form", path,
+                         t->name, ckpt_dtype_name(t->dtype));
+    }
+    if (fwrite(hdr, 1, hlen, out) != hlen) {
+        int e = errno;
+        free(hdr);
+        return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
+    }
+    free(hdr);
+    while (pos < t->nbytes) {
+        size_t n = t->nbytes - pos < CHUNK ? (size_t)(t->nbytes - pos) : CHUNK;
+        memset(&err, 0, sizeof err);
+        err.offset = -1;
+        if (ckpt_tensor_read_range(f, t, pos, buf, n, &err) != 0)
+            return cli_file_error(path, &err);
+        if (swap)
+            cli_swap_bytes(buf, n, unit);
+        if (fwrite(buf, 1, n, out) != n) {
+            int e = errno;
+            return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
+        }
+        pos += n;
+    }
+    return CLI_OK;
+}
+
+/* Write t to out_path atomically ("-": standard output). */
+static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t,
+                      const char *out_path, unsigned char *buf)
+{
+    cli_atomic a;
+    int r;
+    if (strcmp(out_path, "-") == 0) {
+        r = write_npy(f, path, t, stdout, "standard output", buf);
+        if (r != CLI_OK && cli_stdout_failed())
+            return CLI_FAIL; /* reported by cli_stdout_finish() */
+        return r;
+    }
+    if (cli_atomic_open(&a, out_path) != 0)
+        return CLI_FAIL;
+    r = write_npy(f, path, t, a.fp, out_path, buf);
+    if (r == CLI_OK) {
+        if (cli_atomic_commit(&a) != 0)
+            r = CLI_FAIL;
+    } else {
+        cli_atomic_abort(&a);
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Safe file names                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The file name stem for a tensor name (malloc'd): see the usage text. */
+static char *safe_stem(const char *name)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    size_t n = strlen(name), i = 0, o = 0;
+    char *out;
+    int leading = 1;
+    if (n == 0) {
+        out = malloc(6);
+        if (out)
+            memcpy(out, "_root", 6);
+        return out;
+    }
+    out = malloc(SAFE_MAX + 1);
+    if (!out)
+        return NULL;
+    while (i < n && o < SAFE_MAX) {
+        unsigned c = s[i];
+        size_t k = c < 0x80 ? 1 : cli_utf8_seq(s + i, n - i);
+        if (k == 0 || c < 0x20 || c == 0x7f || c == '/' || c == '\\' ||
+            (leading && c == '.')) {
+            out[o++] = '_';
+            i++;
+            continue;
+        }
+        leading = 0;
+        if (o + k > SAFE_MAX)
+            break; /* do not cut a character */
+        memcpy(out + o, name + i, k);
+        o += k;
+        i += k;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* A set of strings compared ignoring ASCII case. */
+typedef struct nameset {
+    char **keys;
+    size_t cap, count;
+} nameset;
+
+static size_t fold_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 'A' && c <= 'Z')
+            c = (unsigned char)(c - 'A' + 'a');
+        h = (h ^ c) * 1099511628211ULL;
+    }
+    return (size_t)(h ^ (h >> 31));
+}
+
+static int fold_eq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+    }
+    return *a == *b;
+}
+
+static int set_has(const nameset *s, const char *k)
+{
+    size_t i;
+    if (!s->cap)
+        return 0;
+    for (i = fold_hash(k) & (s->cap - 1); s->keys[i]; i = (i + 1) & (s->cap - 1))
+        if (fold_eq(s->keys[i], k))
+            return 1;
+    return 0;
+}
+
+/* Add k (not copied: it must outlive the set); 0 or -1 out of memory. */
+static int set_add(nameset *s, char *k)
+{
+    size_t i;
+    if ((s->count + 1) * 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256, j;
+        char **keys = calloc(cap, sizeof *keys);
+        if (!keys)
+            return -1;
+        for (j = 0; j < s->cap; j++) {
+            if (!s->keys[j])
+                continue;
+            for (i = fold_hash(s->keys[j]) & (cap - 1); keys[i]; i = (i + 1) & (cap - 1))
+                ;
+            keys[i] = s->keys[j];
+        }
+        free(s->keys);
+        s->keys = keys;
+        s->cap = cap;
+    }
+    for (i = fold_hash(k) & (s->cap - 1); s->keys[i]; i = (i + 1) & (s->cap - 1))
+        ;
+    s->keys[i] = k;
+    s->count++;
+    return 0;
+}
+
+/* File names (stem + ".npy") for tensors[0..n), unique ignoring case:
+ * the first tensor to want a name gets it, later ones get "~2", "~3", ...
+ * Returns an array of n malloc'd names, or NULL when out of memory. */
+static char **assign_names(const ckpt_tensor *const *tensors, size_t n)
+{
+    char **names = calloc(n ? n : 1, sizeof *names);
+    unsigned char *taken = calloc(n ? n : 1, 1);
+    nameset set;
+    size_t i;
+    memset(&set, 0, sizeof set);
+    if (!names || !taken)
+        goto oom;
+    for (i = 0; i < n; i++) {
+        char *stem = safe_stem(tensors[i]->name);
+        size_t len;
+        if (!stem)
+            goto oom;
+        len = strlen(stem);
+        names[i] = malloc(len + 5);
+        if (!names[i]) {
+            free(stem);
+            goto oom;
+        }
+        memcpy(names[i], stem, len);
+        memcpy(names[i] + len, ".npy", 5);
+        free(stem);
+        if (!set_has(&set, names[i])) {
+            if (set_add(&set, names[i]) != 0)
+                goto oom;
+            taken[i] = 1;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        size_t len, k;
+        char *alt;
+        if (taken[i])
+            continue;
+        len = strlen(names[i]) - 4; /* the stem */
+        alt = malloc(len + 32);
+        if (!alt)
+            goto oom;
+        for (k = 2;; k++) {
+            memcpy(alt, names[i], len);
+            snprintf(alt + len, 32, "~%zu.npy", k);
+            if (!set_has(&set, alt))
+                break;
+        }
+        free(names[i]);
+        names[i] = alt;
+        if (set_add(&set, alt) != 0)
+            goto oom;
+    }
+    free(set.keys);
+    free(taken);
+    return names;
+oom:
+    free(set.keys);
+    free(taken);
+    if (names)
+        for (i = 0; i < n; i++)
+            free(names[i]);
+    free(names);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The command                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int make_dir(const char *dir)
+{
+    struct stat st;
+    if (dir[0] == '\0')
+        return cli_error("the output directory name is empty");
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return cli_error("%s: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0)
+        return cli_error("%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cli_error("%s: not a directory", dir);
+    return CLI_OK;
+}
+
+static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
+                       const ckpt_tensor *const *tensors, size_t n,
+                       unsigned char *buf)
+{
+    char **names = assign_names(tensors, n);
+    size_t i, dl = strlen(dir);
+    int r = CLI_OK;
+    if (!names)
+        return cli_error("%s: out of memory", path);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--; /* "out/" and "out" alike */
+    for (i = 0; i < n && r == CLI_OK; i++) {
+        size_t nl = strlen(names[i]);
+        char *out = malloc(dl + nl + 2);
+        if (!out) {
+            r = cli_error("%s: out of memory", path);
+            break;
+        }
+        memcpy(out, dir, dl);
+        out[dl] = '/';
+        memcpy(out + dl + 1, names[i], nl + 1);
+        if (dl == 1 && dir[0] == '/')
+            memmove(out + 1, out + 2, nl + 1); /* "/" + name */
+        r = extract_to(f, path, tensors[i], out, buf);
+        if (r == CLI_OK) {
+            cli_json_string(stdout, tensors[i]->name, strlen(tensors[i]->name));
+            fputs(" -> ", stdout);
+            fputs(out, stdout);
+            putchar('\n');
+        }
+        free(out);
+    }
+    for (i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return r;
+}
+
+int cmd_extract(int argc, char **argv)
+{
+    int nops = 0, r;
+    const char *key = NULL, *out = NULL, *dir = NULL;
+    char *ops[2];
+    const ckpt_tensor *t = NULL;
+    const ckpt_tensor **list = NULL;
+    unsigned char *buf;
+    ckpt_file *f;
+    size_t n = 0, i;
+    const cli_option options[] = {
+        {"--output", 'o', 1, &out, NULL},
+        {"--dir", 'd', 1, &dir, NULL},
+        {"--key", 0, 1, &key, NULL},
+    };
+
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                  ops, 2, &nops);
+    if (r != CLI_CONTINUE)
+        return r;
+    if (nops < 1)
+        return cli_usage_error("extract: missing FILE");
+    if (out && dir)
+        return cli_usage_error("extract: give -o OUT or -d DIR, not both");
+    if (out && nops < 2)
+        return cli_usage_error("extract: -o needs the NAME of one tensor "
+                               "(use -d DIR for every tensor)");
+    if (out && out[0] == '\0')
+        return cli_usage_error("extract: the output file name is empty");
+
+    f = cli_open(ops[0], key);
+    if (!f)
+        return CLI_FAIL;
+    if (!out && !dir) { /* after the open: a file that cannot be read is 1 */
+        ckpt_close(f);
+        return cli_usage_error(nops == 2 ? "extract: missing -o OUT.npy (or -d DIR)"
+                                         : "extract: missing -d DIR (or NAME -o OUT.npy)");
+    }
+    if (nops == 2) {
+        t = ckpt_find(f, ops[1]);
+        if (!t) {
+            cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
+            ckpt_close(f);
+            return CLI_FAIL;
+        }
+    }
+    buf = malloc(CHUNK);
+    if (!buf) {
+        ckpt_close(f);
+        return cli_error("%s: out of memory", ops[0]);
+    }
+    if (out) {
+        r = extract_to(f, ops[0], t, out, buf);
+    } else if ((r = make_dir(dir)) == CLI_OK) {
+        n = t ? 1 : ckpt_tensor_count(f);
+        list = malloc((n ? n : 1) * sizeof *list);
+        if (!list) {
+            r = cli_error("%s: out of memory", ops[0]);
+        } else {
+            for (i = 0; i < n; i++)
+                list[i] = t ? t : ckpt_tensor_at(f, i);
+            r = extract_dir(f, ops[0], dir, list, n, buf);
+        }
+        free((void *)list);
+    }
+    free(buf);
+    ckpt_close(f);
+    return r;
+}
