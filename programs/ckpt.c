@@ -18,6 +18,11 @@ static const command commands[] = {
     {"ls", cmd_ls, "list the tensors: name, dtype, shape, storage"},
     {"show", cmd_show, "print the whole saved object as a tree (or as JSON)"},
     {"cat", cmd_cat, "write one tensor's elements, little-endian, to stdout or a file"},
+    {"convert", cmd_convert, "write the tensors as a safetensors file"},
+    {"scan", cmd_scan, "list every global the pickles reference, with a safety verdict"},
+    {"verify", cmd_verify, "check every checksum, size and extent in the file"},
+    {"info", cmd_info, "summarise: format, parameters per dtype, keys, module tree"},
+    {"extract", cmd_extract, "write tensors as NumPy .npy files"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -42,7 +47,7 @@ static void print_usage(void)
           "  -V, --version  print the version\n"
           "\n"
           "Exit status: 0 success, 1 failure (the file could not be read, ...),\n"
-          "2 usage error.\n",
+          "2 usage error, 3 'scan' found something dangerous.\n",
           stdout);
 }
 

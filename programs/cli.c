@@ -411,6 +411,7 @@ int cli_atomic_open(cli_atomic *a, const char *path)
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     size_t need = strlen(path) + 16;
+    a->nosync = 0;
     mode_t mask;
     int fd;
 
@@ -466,7 +467,7 @@ int cli_atomic_commit(cli_atomic *a)
     }
     if (fflush(a->fp) != 0 || ferror(a->fp))
         e = errno != 0 ? errno : EIO;
-    else if (fsync(fileno(a->fp)) != 0 && errno != EINVAL && errno != ENOTSUP)
+    else if (!a->nosync && fsync(fileno(a->fp)) != 0 && errno != EINVAL && errno != ENOTSUP)
         e = errno;
     if (fclose(a->fp) != 0 && e == 0)
         e = errno != 0 ? errno : EIO;

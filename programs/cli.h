@@ -24,6 +24,11 @@
 int cmd_ls(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
 
 /* ---- messages ----------------------------------------------------------- */
 
@@ -110,6 +115,7 @@ typedef struct cli_atomic {
     FILE *fp;
     char *path;
     char *tmp;
+    int nosync; /* set after open: commit without fsync (atomic, not durable) */
 } cli_atomic;
 
 /* Returns 0, or prints "ckpt: PATH: <reason>" and returns -1. */

@@ -132,12 +132,37 @@ static int list_table(const ckpt_file *f)
     return CLI_OK;
 }
 
+/* Decimal without printf: listing 100k tensors spends its time here. */
+static void put_u64(uint64_t v)
+{
+    char buf[24];
+    size_t n = sizeof buf;
+    do {
+        buf[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fwrite(buf + n, 1, sizeof buf - n, stdout);
+}
+
+static void put_i64(int64_t v)
+{
+    if (v < 0) {
+        putchar('-');
+        put_u64((uint64_t)0 - (uint64_t)v);
+    } else {
+        put_u64((uint64_t)v);
+    }
+}
+
 static void json_dims(const int64_t *d, uint32_t n)
 {
     uint32_t i;
     putchar('[');
-    for (i = 0; i < n; i++)
-        printf(i ? ", %lld" : "%lld", (long long)d[i]);
+    for (i = 0; i < n; i++) {
+        if (i)
+            fputs(", ", stdout);
+        put_i64(d[i]);
+    }
     putchar(']');
 }
 
@@ -156,18 +181,25 @@ static int list_json(const ckpt_file *f)
             continue;
         fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
         cli_json_string(stdout, t->name, strlen(t->name));
-        printf(", \"dtype\": \"%s\", \"shape\": ", ckpt_dtype_name(t->dtype));
+        fputs(", \"dtype\": \"", stdout);
+        fputs(ckpt_dtype_name(t->dtype), stdout);
+        fputs("\", \"shape\": ", stdout);
         json_dims(t->shape, t->ndim);
         fputs(", \"stride\": ", stdout);
         json_dims(t->stride, t->ndim);
-        printf(", \"storage\": %zu, \"storage_offset\": %lld, \"nbytes\": %llu, "
-               "\"file_offset\": ",
-               t->storage, (long long)t->storage_offset,
-               (unsigned long long)t->nbytes);
-        if (t->file_offset >= 0)
-            printf("%lld}", (long long)t->file_offset);
-        else
+        fputs(", \"storage\": ", stdout);
+        put_u64(t->storage);
+        fputs(", \"storage_offset\": ", stdout);
+        put_i64(t->storage_offset);
+        fputs(", \"nbytes\": ", stdout);
+        put_u64(t->nbytes);
+        fputs(", \"file_offset\": ", stdout);
+        if (t->file_offset >= 0) {
+            put_i64(t->file_offset);
+            putchar('}');
+        } else {
             fputs("null}", stdout);
+        }
         if ((i & 4095) == 0 && cli_stdout_failed())
             return CLI_FAIL;
     }

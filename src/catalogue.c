@@ -51,9 +51,10 @@ typedef struct walker {
     char *name;
     size_t len, cap;
     size_t stored;   /* bytes of name[] that hold the path: len, or less when too long */
-    uint8_t *onpath; /* per value id: 1 being walked (cycle guard), 2 walked: holds no tensor */
+    uint32_t *onpath; /* per value id: 0 not walked, 1 walked: holds no tensor,
+                         depth + 2 being walked at that depth (cycle guard) */
     uint64_t visits; /* against max_expansion: values visited, tensors listed */
-    uint64_t cycles; /* cycle guards met */
+    uint32_t cycle_min; /* least depth of a cycle guard met below the current value */
 } walker;
 
 static int name_push(walker *w, const char *s, size_t n, size_t *saved) {
@@ -193,13 +194,14 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
                        (unsigned long long)w->f->opt.max_expansion);
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
-    if (w->onpath[v->id]) { /* 1: a cycle, being walked above; 2: known to hold no tensor */
-        w->cycles += w->onpath[v->id] == 1;
+    if (w->onpath[v->id]) { /* being walked above (a cycle), or known to hold no tensor */
+        if (w->onpath[v->id] >= 2 && w->onpath[v->id] - 2 < w->cycle_min) w->cycle_min = w->onpath[v->id] - 2;
         return 0;
     }
-    w->onpath[v->id] = 1;
+    w->onpath[v->id] = depth + 2;
     size_t ntensors = w->f->ntensors;
-    uint64_t cycles = w->cycles;
+    uint32_t cycle_min = w->cycle_min;
+    w->cycle_min = UINT32_MAX;
     int r = 0;
     switch (v->kind) {
     case CKPT_V_LIST:
@@ -227,9 +229,11 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
         break;
     default: break;
     }
-    /* A walk that listed no tensor and met no cycle saw everything below v:
+    /* A walk that listed no tensor and was cut short by no cycle through a
+     * value above v saw everything reachable from v, whatever the path to v:
      * shared again (memo/DUP "billion laughs"), v is not walked again. */
-    w->onpath[v->id] = r == 0 && w->f->ntensors == ntensors && w->cycles == cycles ? 2 : 0;
+    w->onpath[v->id] = r == 0 && w->f->ntensors == ntensors && w->cycle_min >= depth ? 1 : 0;
+    if (cycle_min < w->cycle_min) w->cycle_min = cycle_min;
     return r;
 }
 
@@ -354,7 +358,8 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT || f->opt.skip_tensors)
         return 0; /* TorchScript weights: later work */
     walker w = {.f = f, .err = err};
-    w.onpath = calloc(f->next_id ? f->next_id : 1, 1);
+    w.onpath = calloc(f->next_id ? f->next_id : 1, sizeof *w.onpath);
+    w.cycle_min = UINT32_MAX;
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     int r = walk(&w, f->sel, 0);
     /* tensors that naming did not reach (outside the key, non-persistent
@@ -502,6 +507,7 @@ void ckpt_close(ckpt_file *f) {
     free(f->notes);
     free(f->zip);
     free(f->zip_storage);
+    free(f->zip_data_num);
     ck_arena_free(&f->arena);
     free(f);
 }

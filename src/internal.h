@@ -274,6 +274,8 @@ struct ckpt_file {
     size_t nzip;
     ck_map zip_names;
     size_t *zip_storage;  /* per record: storage index + 1, 0 none */
+    size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
+    size_t nzip_data_num;
     /* TAR members used by the reader */
     const char *pickle_label;
 };

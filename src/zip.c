@@ -216,6 +216,20 @@ out:
     return rc;
 }
 
+/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
+ * records, looked up by number rather than hashed. */
+static bool data_number(const char *s, size_t n, size_t limit, size_t *num) {
+    if (n < 6 || memcmp(s, "data/", 5) != 0 || (s[5] == '0' && n > 6) || n - 5 > 18) return false;
+    uint64_t v = 0;
+    for (size_t i = 5; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v >= limit) return false;
+    *num = (size_t)v;
+    return true;
+}
+
 /* Index the records under the root folder by their name below it. */
 static int index_records(ckpt_file *f, ckpt_error *err) {
     const char *first = f->zip[0].name;
@@ -226,10 +240,20 @@ static int index_records(ckpt_file *f, ckpt_error *err) {
     size_t rn = (size_t)(slash - first);
     f->root_name = ck_strndup(&f->arena, first, rn);
     if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    f->zip_data_num = calloc(f->nzip, sizeof *f->zip_data_num);
+    if (!f->zip_data_num) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    f->nzip_data_num = f->nzip;
     for (size_t i = 0; i < f->nzip; i++) {
         size_t rest;
         const char *r = strip_root(f->zip[i].name, f->zip[i].name_len, f->root_name, rn, &rest);
         if (!r) continue;
+        size_t num;
+        if (data_number(r, rest, f->nzip_data_num, &num)) { /* the common case, kept out of the hash map */
+            if (f->zip_data_num[num])
+                return ck_fail(err, CKPT_E_FORMAT, f->zip[i].cd_pos, "ZIP record '%s' appears twice", f->zip[i].name);
+            f->zip_data_num[num] = i + 1;
+            continue;
+        }
         if (ck_map_get(&f->zip_names, r, rest, NULL))
             return ck_fail(err, CKPT_E_FORMAT, f->zip[i].cd_pos, "ZIP record '%s' appears twice",
                            f->zip[i].name);
@@ -239,14 +263,18 @@ static int index_records(ckpt_file *f, ckpt_error *err) {
 }
 
 static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
-    size_t i;
-    if (!ck_map_get(&f->zip_names, name, strlen(name), &i)) return NULL;
+    size_t i, n = strlen(name);
+    if (data_number(name, n, f->nzip_data_num, &i)) return f->zip_data_num[i] ? &f->zip[f->zip_data_num[i] - 1] : NULL;
+    if (!ck_map_get(&f->zip_names, name, n, &i)) return NULL;
     return &f->zip[i];
 }
 
 /* Inflate a deflated record: copy bytes [off, off+n) of its output. */
-static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out,
-                         size_t n, ckpt_error *err) {
+/* Inflate bytes [off, off+n) of a deflated record into out.  When crc is not
+ * NULL it also accumulates the CRC-32 of the bytes before off, which makes
+ * inflate_range_crc(f, z, z->size, NULL, 0, &crc, err) one streaming pass. */
+static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
+                             uLong *crc, ckpt_error *err) {
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
@@ -290,6 +318,7 @@ static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off
                     "deflated record '%s' is corrupt (%s)", z->name, zs.msg ? zs.msg : "inflate error");
             goto done;
         }
+        if (crc && o == tmp) *crc = crc32(*crc, tmp, (uInt)(room - zs.avail_out));
         out_pos += room - zs.avail_out;
         if (r == Z_STREAM_END && out_pos < want_end) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' is shorter than declared",
@@ -303,6 +332,11 @@ done:
     free(in);
     free(tmp);
     return rc;
+}
+
+static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
+                         ckpt_error *err) {
+    return inflate_range_crc(f, z, off, out, n, NULL, err);
 }
 
 int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
@@ -627,15 +661,18 @@ static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, 
 
 /* Deflated records are inflated in one stream for the CRC, not per chunk. */
 static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
-    if (z->size <= ((uint64_t)64 << 20)) {
-        uint8_t *buf = malloc(z->size ? (size_t)z->size : 1);
-        if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        int rc = inflate_range(f, z, 0, buf, (size_t)z->size, err);
-        if (rc == 0) *crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)z->size);
-        free(buf);
-        return rc;
+    if (z->size > ((uint64_t)64 << 20)) { /* one pass: chunk by chunk would restart inflate each time */
+        uLong c = crc32(0L, Z_NULL, 0);
+        CK_TRY(inflate_range_crc(f, z, z->size, NULL, 0, &c, err));
+        *crc = (uint32_t)c;
+        return 0;
     }
-    return crc_record(f, z, crc, err);
+    uint8_t *buf = malloc(z->size ? (size_t)z->size : 1);
+    if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    int rc = inflate_range(f, z, 0, buf, (size_t)z->size, err);
+    if (rc == 0) *crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)z->size);
+    free(buf);
+    return rc;
 }
 
 int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {

@@ -174,6 +174,7 @@ MISSING=$TMP/does-not-exist.pt
 for c in $COMMANDS; do
     case $c in
     cat) run cat "$MISSING" x ;;
+    convert) run convert "$MISSING" "$TMP/never.safetensors" ;;
     *) run "$c" "$MISSING" ;;
     esac
     check "ckpt $c on a missing file: exit 1, one line" "$(why_not_file_error "$MISSING")"

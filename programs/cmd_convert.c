@@ -1,0 +1,1147 @@
+/*
+ * cmd_convert.c - `ckpt convert`: write a checkpoint's tensors as a
+ * safetensors file.
+ *
+ * The output is built in three steps:
+ *   1. every tensor is named, typed and given its place in the data section
+ *      (file order; views and shared storages each get their own bytes);
+ *   2. the JSON header is built in memory (metadata: the source format and
+ *      the scalar configuration values found next to the tensors);
+ *   3. the bytes are streamed tensor by tensor.  A tensor whose bytes lie in
+ *      the source file exactly as safetensors wants them (contiguous, stored
+ *      uncompressed, little-endian or one byte per element) is copied by the
+ *      kernel when it is large (copy_file_range, else sendfile, else
+ *      pread/pwrite through 1 MiB of the buffer), or gathered with pread
+ *      into the 8 MiB buffer when it is small; any other tensor is read
+ *      through ckpt_tensor_read_range() into that same buffer.  Memory stays
+ *      bounded whatever the file size.
+ * The output is written under a temporary name beside OUT, its blocks
+ * reserved first (fallocate: a full disk fails at once) and written back to
+ * disk while the copy goes on (sync_file_range), then synced and renamed
+ * (or, without --force, hard-linked, so that an OUT created meanwhile is
+ * never replaced) only once every byte is there.
+ */
+#ifndef _FILE_OFFSET_BITS
+#define _FILE_OFFSET_BITS 64
+#endif
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE
+#endif
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* fallocate, sync_file_range */
+#endif
+
+#include "cli.h"
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#endif
+
+static const char usage[] =
+    "Usage: ckpt convert [--key K] [--skip-unsupported] [--force] [--sync] FILE OUT\n"
+    "Write the tensors of checkpoint FILE to OUT in the safetensors format\n"
+    "(https://github.com/huggingface/safetensors), without running any code\n"
+    "from FILE.  Every tensor keeps its name (as listed by 'ckpt ls'), dtype and\n"
+    "shape; views and tensors sharing a storage each get their own copy of\n"
+    "their elements, row-major and little-endian.  Memory use stays bounded\n"
+    "(an 8 MiB buffer) whatever the size of FILE.\n"
+    "\n"
+    "dtypes: float64 F64, float32 F32, float16 F16, bfloat16 BF16, int64 I64,\n"
+    "int32 I32, int16 I16, int8 I8, uint8 U8, bool BOOL, uint16 U16, uint32 U32,\n"
+    "uint64 U64, float8_e4m3fn F8_E4M3, float8_e5m2 F8_E5M2.  safetensors has no\n"
+    "dtype for complex and float8 fnuz/e8m0 tensors: FILE is refused, naming\n"
+    "them, unless --skip-unsupported leaves them out.\n"
+    "\n"
+    "The header's \"__metadata__\" holds \"format\": \"pt\", \"ckpt.source_format\"\n"
+    "(zip, legacy, tar or pickle) and, as strings, the scalar values (str, int,\n"
+    "float, bool) stored next to the tensors under their dotted path, e.g.\n"
+    "\"epoch\": \"7\", \"config.lr\": \"0.001\" (Python's str() of the value; at most\n"
+    "1000 of them, breadth first; keys and values longer than 1 KiB are left\n"
+    "out, with a warning).  A file with no tensors gives a valid file holding\n"
+    "only metadata.\n"
+    "TorchScript files are refused (their weights are not read yet).\n"
+    "\n"
+    "OUT is written under a temporary name in its directory and appears only\n"
+    "once complete: a failed or interrupted conversion leaves no OUT behind.\n"
+    "An existing OUT is left alone (exit status 1) unless --force is given.\n"
+    "A progress line is shown on standard error when it is a terminal.\n"
+    "\n"
+    "Options:\n"
+    "  --key K             only the tensors (and values) under top-level key K\n"
+    "                      (e.g. state_dict)\n"
+    "  --skip-unsupported  leave out tensors safetensors has no dtype for (they\n"
+    "                      are listed in a warning) instead of failing\n"
+    "  --force             replace OUT if it exists\n"
+    "  --sync              flush OUT to disk before it appears (durable against\n"
+    "                      a power loss; like cp, the default only makes the\n"
+    "                      rename atomic)\n"
+    "  -h, --help          show this help\n";
+
+/* One buffer of STAGE_CAP bytes holds the bytes read for tensors that need
+ * the library (up to 8 MiB at a time: fewer restarts of a deflated record,
+ * fewer passes over a strided one) and gathers small tensors, written out
+ * once STAGE_FLUSH bytes are in.  Tensors of DIRECT_MIN bytes or more that
+ * lie in FILE as they are copied by the kernel, KERNEL_CHUNK bytes a call,
+ * or, where it cannot, through COPY_CHUNK bytes of the buffer (a piece that
+ * stays in the CPU cache between the read and the write). */
+#define STAGE_CAP ((size_t)8 << 20)
+#define STAGE_FLUSH ((size_t)1 << 20)
+#define DIRECT_MIN ((uint64_t)1 << 20)
+#define COPY_CHUNK ((size_t)1 << 20)
+#define KERNEL_CHUNK ((uint64_t)16 << 20)
+#define WRITE_BEHIND ((uint64_t)8 << 20)
+#define META_MAX_ENTRIES 1000
+#define META_MAX_TEXT 1024 /* bytes of a metadata key or value */
+#define META_MAX_DEPTH 1000
+#define NAMES_SHOWN 8      /* tensors named in the unsupported-dtype message */
+
+typedef struct conv_tensor {
+    const ckpt_tensor *t;
+    const char *st_dtype;
+    char *name; /* valid UTF-8 */
+    size_t name_len;
+    uint64_t begin; /* in the data section */
+} conv_tensor;
+
+typedef struct meta_entry {
+    char *key, *val; /* valid UTF-8 */
+    size_t klen, vlen;
+} meta_entry;
+
+enum { COPY_RANGE = 0, COPY_SENDFILE = 1, COPY_RW = 2 };
+
+typedef struct conv {
+    const char *path; /* FILE */
+    const char *out;  /* OUT */
+    int sync;         /* --sync: OUT on disk before it appears */
+    ckpt_file *f;
+    ckpt_info info;
+    int src_fd, out_fd;
+
+    conv_tensor *ts;
+    size_t nts;
+    st_set names;
+
+    meta_entry *meta;
+    size_t nmeta, meta_cap;
+    size_t nconfig;     /* config entries among meta */
+    int meta_dropped;   /* some config value was left out */
+    st_set meta_keys;
+
+    uint64_t data_start; /* 8 + header length */
+    uint64_t data_size;
+
+    unsigned char *stage;
+    size_t stage_cap, stage_len;
+    uint64_t stage_off; /* output offset of stage[0] */
+    uint64_t wb_from;   /* OUT is handed to write-back up to here */
+    int copy_mode;      /* COPY_RANGE, then COPY_SENDFILE, then COPY_RW */
+    int big_host;
+
+    /* progress */
+    int progress;
+    int shown;
+    uint64_t done;
+    struct timespec last;
+} conv;
+
+/* ---- messages ---------------------------------------------------------- */
+
+static void progress_clear(conv *c)
+{
+    if (c->shown) {
+        fputs("\r                                                            \r",
+              stderr);
+        c->shown = 0;
+    }
+}
+
+static void progress_draw(conv *c)
+{
+    double mib = 1024.0 * 1024.0;
+    int pct = c->data_size ? (int)(c->done * 100 / c->data_size) : 100;
+    fprintf(stderr, "\rckpt: converting %3d%%  %.1f / %.1f MiB ", pct,
+            (double)c->done / mib, (double)c->data_size / mib);
+    c->shown = 1;
+}
+
+/* Count n more bytes written; redraw at most 10 times a second. */
+static void progress_add(conv *c, uint64_t n)
+{
+    struct timespec now;
+    long long ms;
+    c->done += n;
+    if (!c->progress)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    ms = (long long)(now.tv_sec - c->last.tv_sec) * 1000 +
+         (now.tv_nsec - c->last.tv_nsec) / 1000000;
+    if (c->shown && ms < 100)
+        return;
+    c->last = now;
+    progress_draw(c);
+}
+
+/* The error reporters print one line and return -1. */
+
+/* "ckpt: FILE: <reason>" for a failed read of the source. */
+static int src_error(conv *c, int e)
+{
+    progress_clear(c);
+    if (e == 0)
+        cli_error("%s: the file ends early (was it changed while being "
+                  "converted?)",
+                  c->path);
+    else
+        cli_error("%s: read error: %s", c->path, strerror(e));
+    return -1;
+}
+
+static int out_error(conv *c, int e)
+{
+    progress_clear(c);
+    cli_error("%s: %s", c->out, strerror(e != 0 ? e : EIO));
+    return -1;
+}
+
+static int lib_error(conv *c, const ckpt_error *err)
+{
+    progress_clear(c);
+    cli_file_error(c->path, err);
+    return -1;
+}
+
+static int nomem(conv *c)
+{
+    progress_clear(c);
+    cli_error("%s: out of memory", c->path);
+    return -1;
+}
+
+/* A tensor name for a message: control characters as '?', cut at 80 bytes. */
+static void put_shown_name(st_buf *b, const char *s)
+{
+    size_t i;
+    if (s[0] == '\0') {
+        st_puts(b, "\"\"");
+        return;
+    }
+    for (i = 0; s[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (i == 80) {
+            st_puts(b, "...");
+            break;
+        }
+        st_putc(b, ch < 0x20 || ch == 0x7f ? '?' : (char)ch);
+    }
+}
+
+/* ---- reading and writing files ------------------------------------------ */
+
+/* 0, or -1 with errno set (0 when the file ended early). */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t r = pread(fd, p, chunk, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = 0;
+            return -1;
+        }
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t r = pwrite(fd, p, chunk, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* The library reads FILE through the descriptor convert copies from, so
+ * both see the same file even if its name is replaced meanwhile. */
+static int reader_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
+    return pread_full((int)(intptr_t)opaque, buf, n, off);
+}
+
+/* Reserve OUT's blocks up front: a full disk fails now rather than after
+ * gigabytes were copied, and the file gets few extents. */
+static int reserve(conv *c, uint64_t size)
+{
+#ifdef __linux__
+    if (size > 0 && fallocate(c->out_fd, 0, 0, (off_t)size) != 0) {
+        int e = errno;
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+            return out_error(c, e);
+        /* not supported here: the writes allocate as they go */
+    }
+#else
+    (void)c;
+    (void)size;
+#endif
+    return 0;
+}
+
+/* Called after every write, which all go forward through OUT: once 8 MiB
+ * more are written, start writing them to disk, so that the fsync before
+ * the rename has little left to wait for and dirty pages stay few. */
+static void write_behind(conv *c, uint64_t end, int last)
+{
+    if (!c->sync || end <= c->wb_from || (end - c->wb_from < WRITE_BEHIND && !last))
+        return;
+#ifdef __linux__
+    sync_file_range(c->out_fd, (off_t)c->wb_from, (off_t)(end - c->wb_from),
+                    SYNC_FILE_RANGE_WRITE);
+#endif
+    c->wb_from = end;
+}
+
+static int stage_flush(conv *c)
+{
+    if (c->stage_len == 0)
+        return 0;
+    if (pwrite_full(c->out_fd, c->stage, c->stage_len, c->stage_off) != 0)
+        return out_error(c, errno);
+    c->stage_off += c->stage_len;
+    c->stage_len = 0;
+    write_behind(c, c->stage_off, 0);
+    return 0;
+}
+
+static int stage_alloc(conv *c)
+{
+    size_t cap = STAGE_CAP;
+    if (c->stage)
+        return 0;
+    if (c->data_size < cap)
+        cap = c->data_size < 4096 ? 4096 : (size_t)c->data_size;
+    c->stage = malloc(cap);
+    if (!c->stage)
+        return nomem(c);
+    c->stage_cap = cap;
+    return 0;
+}
+
+/* Copy n bytes at `off` of FILE to `pos` of OUT in COPY_CHUNK pieces: the
+ * piece stays in the CPU cache between the read and the write. */
+static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n)
+{
+    size_t chunk;
+    if (stage_alloc(c) != 0)
+        return -1;
+    chunk = c->stage_cap < COPY_CHUNK ? c->stage_cap : COPY_CHUNK;
+    while (n > 0) {
+        size_t k = n < chunk ? (size_t)n : chunk;
+        if (pread_full(c->src_fd, c->stage, k, off) != 0)
+            return src_error(c, errno);
+        if (pwrite_full(c->out_fd, c->stage, k, pos) != 0)
+            return out_error(c, errno);
+        off += k;
+        pos += k;
+        n -= k;
+        write_behind(c, pos, 0);
+        progress_add(c, k);
+    }
+    return 0;
+}
+
+/* Copy n bytes at `off` of FILE to `pos` of OUT inside the kernel
+ * (copy_file_range: no copy through this process; on NFS, SMB or Ceph the
+ * server copies), else sendfile, else through the buffer. */
+static int copy_direct(conv *c, uint64_t off, uint64_t pos, uint64_t n)
+{
+#ifdef __linux__
+    while (n > 0 && c->copy_mode != COPY_RW) {
+        size_t k = n < KERNEL_CHUNK ? (size_t)n : (size_t)KERNEL_CHUNK;
+        ssize_t r = -1;
+        int e;
+        if (c->copy_mode == COPY_RANGE) {
+#ifdef SYS_copy_file_range
+            int64_t oi = (int64_t)off, oo = (int64_t)pos;
+            r = (ssize_t)syscall(SYS_copy_file_range, c->src_fd, &oi, c->out_fd,
+                                 &oo, k, 0u);
+#else
+            errno = ENOSYS;
+#endif
+        } else {
+            off_t oi = (off_t)off;
+            if (lseek(c->out_fd, (off_t)pos, SEEK_SET) >= 0)
+                r = sendfile(c->out_fd, c->src_fd, &oi, k);
+        }
+        if (r > 0) {
+            off += (uint64_t)r;
+            pos += (uint64_t)r;
+            n -= (uint64_t)r;
+            write_behind(c, pos, 0);
+            progress_add(c, (uint64_t)r);
+            continue;
+        }
+        if (r == 0)
+            return src_error(c, 0);
+        e = errno;
+        if (e == EINTR || e == EAGAIN)
+            continue;
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO)
+            return out_error(c, e);
+        c->copy_mode++; /* not for this pair of files: the next way */
+    }
+#endif
+    return n > 0 ? copy_rw(c, off, pos, n) : 0;
+}
+
+/* Bytes of one number to reverse for little-endian: the element. */
+static size_t elem_size(const ckpt_tensor *t)
+{
+    return ckpt_dtype_size(t->dtype);
+}
+
+/* Its bytes lie in FILE exactly as safetensors stores them. */
+static int is_direct(const conv *c, const ckpt_tensor *t)
+{
+    return t->contiguous && t->file_offset >= 0 &&
+           (c->info.byteorder == CKPT_LITTLE || elem_size(t) == 1);
+}
+
+static int write_tensor(conv *c, const conv_tensor *ct)
+{
+    const ckpt_tensor *t = ct->t;
+    uint64_t pos = 0, n = t->nbytes;
+    size_t es = elem_size(t);
+    int direct = is_direct(c, t);
+    ckpt_error err;
+
+    if (n == 0)
+        return 0;
+    if (direct && n >= DIRECT_MIN) {
+        if (stage_flush(c) != 0)
+            return -1;
+        if (copy_direct(c, (uint64_t)t->file_offset, c->stage_off, n) != 0)
+            return -1;
+        c->stage_off += n;
+        return 0;
+    }
+    if (stage_alloc(c) != 0)
+        return -1;
+    while (pos < n) {
+        size_t room = c->stage_cap - c->stage_len;
+        size_t k = n - pos < room ? (size_t)(n - pos) : room;
+        unsigned char *dst = c->stage + c->stage_len;
+        if (!direct && k < n - pos)
+            k -= k % es; /* whole elements, to swap them */
+        if (k == 0) {
+            if (stage_flush(c) != 0)
+                return -1;
+            continue;
+        }
+        if (direct) {
+            if (pread_full(c->src_fd, dst, k, (uint64_t)t->file_offset + pos) != 0)
+                return src_error(c, errno);
+        } else {
+            memset(&err, 0, sizeof err);
+            err.offset = -1;
+            if (ckpt_tensor_read_range(c->f, t, pos, dst, k, &err) != 0)
+                return lib_error(c, &err);
+            if (c->big_host)
+                cli_swap_bytes(dst, k, es);
+        }
+        c->stage_len += k;
+        pos += k;
+        progress_add(c, k);
+        if (c->stage_len >= STAGE_FLUSH && stage_flush(c) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+static int collect_tensors(conv *c, int skip_unsupported)
+{
+    size_t n = ckpt_tensor_count(c->f), i, nbad = 0;
+    st_buf bad, name;
+    uint64_t pos = 0;
+    int r = 0;
+
+    memset(&bad, 0, sizeof bad);
+    memset(&name, 0, sizeof name);
+    c->ts = calloc(n ? n : 1, sizeof c->ts[0]);
+    if (!c->ts)
+        return nomem(c);
+    for (i = 0; i < n && r == 0; i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(c->f, i);
+        const char *dt;
+        conv_tensor *ct;
+        if (!t)
+            continue;
+        dt = st_dtype_name(t->dtype);
+        if (!dt) {
+            if (nbad < NAMES_SHOWN) {
+                if (nbad > 0)
+                    st_puts(&bad, ", ");
+                put_shown_name(&bad, t->name);
+                st_puts(&bad, " (");
+                st_puts(&bad, ckpt_dtype_name(t->dtype));
+                st_putc(&bad, ')');
+            }
+            nbad++;
+            continue;
+        }
+        name.len = 0;
+        st_put_utf8(&name, t->name, strlen(t->name));
+        if (name.oom) {
+            r = nomem(c);
+            break;
+        }
+        ct = &c->ts[c->nts];
+        ct->t = t;
+        ct->st_dtype = dt;
+        ct->name_len = name.len;
+        ct->name = malloc(name.len + 1);
+        if (!ct->name) {
+            r = nomem(c);
+            break;
+        }
+        memcpy(ct->name, name.p, name.len + 1);
+        c->nts++;
+        if (strcmp(ct->name, "__metadata__") == 0) {
+            r = cli_error("%s: a tensor is named '__metadata__', which safetensors "
+                          "reserves",
+                          c->path);
+            break;
+        }
+        switch (st_set_add(&c->names, ct->name, ct->name_len)) {
+        case 1:
+            break;
+        case 0:
+            name.len = 0;
+            put_shown_name(&name, t->name);
+            r = cli_error("%s: two tensors would be named '%s' in safetensors",
+                          c->path, name.oom ? "?" : name.p);
+            break;
+        default:
+            r = nomem(c);
+            break;
+        }
+        ct->begin = pos;
+        pos += t->nbytes;
+    }
+    if (r == 0 && nbad > 0) {
+        if (nbad > NAMES_SHOWN) {
+            char more[48];
+            snprintf(more, sizeof more, ", ... (%zu more)", nbad - NAMES_SHOWN);
+            st_puts(&bad, more);
+        }
+        if (bad.oom) {
+            r = nomem(c);
+        } else if (!skip_unsupported) {
+            r = cli_error("%s: cannot convert %zu tensor%s safetensors has no dtype "
+                          "for: %s (--skip-unsupported leaves them out)",
+                          c->path, nbad, nbad == 1 ? "" : "s", bad.p);
+        } else {
+            cli_error("%s: warning: left out %zu tensor%s safetensors has no "
+                      "dtype for: %s",
+                      c->path, nbad, nbad == 1 ? "" : "s", bad.p);
+        }
+    }
+    c->data_size = pos;
+    st_buf_free(&bad);
+    st_buf_free(&name);
+    return r == 0 ? 0 : -1;
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+/* Add key = val (raw bytes, made valid UTF-8) unless the key is taken or
+ * either is too long.  `config` entries count against the cap. */
+static int meta_add(conv *c, const char *key, size_t klen, const char *val,
+                    size_t vlen, int config)
+{
+    st_buf kb, vb;
+    meta_entry *m;
+    int r;
+
+    if (config && (klen > META_MAX_TEXT || vlen > META_MAX_TEXT)) {
+        c->meta_dropped = 1;
+        return 0;
+    }
+    if (config && c->nconfig >= META_MAX_ENTRIES) {
+        c->meta_dropped = 1;
+        return 0;
+    }
+    if (c->nmeta == c->meta_cap) {
+        size_t cap = c->meta_cap ? c->meta_cap * 2 : 64;
+        meta_entry *p = realloc(c->meta, cap * sizeof *p);
+        if (!p)
+            return nomem(c);
+        c->meta = p;
+        c->meta_cap = cap;
+    }
+    memset(&kb, 0, sizeof kb);
+    memset(&vb, 0, sizeof vb);
+    st_put_utf8(&kb, key, klen);
+    st_put_utf8(&vb, val, vlen);
+    st_putc(&kb, '\0');
+    st_putc(&vb, '\0');
+    if (kb.oom || vb.oom) {
+        st_buf_free(&kb);
+        st_buf_free(&vb);
+        return nomem(c);
+    }
+    m = &c->meta[c->nmeta];
+    m->key = kb.p;
+    m->klen = kb.len - 1;
+    m->val = vb.p;
+    m->vlen = vb.len - 1;
+    r = st_set_add(&c->meta_keys, m->key, m->klen);
+    if (r <= 0) {
+        st_buf_free(&kb);
+        st_buf_free(&vb);
+        return r < 0 ? nomem(c) : 0; /* first one wins */
+    }
+    c->nmeta++;
+    if (config)
+        c->nconfig++;
+    return 0;
+}
+
+typedef struct walk_item {
+    const ckpt_value *v;
+    char *path;
+    size_t plen;
+    uint32_t depth;
+} walk_item;
+
+typedef struct walk {
+    conv *c;
+    walk_item *q;
+    size_t head, len, cap;
+    cli_ptrmap seen;
+    st_buf path, text;
+    int full; /* the entry cap is reached: stop */
+} walk;
+
+/* Text of a scalar into w->text; 0 when v is not a scalar we keep. */
+static int scalar_text(walk *w, const ckpt_value *v)
+{
+    const char *s;
+    size_t n = 0;
+    char tmp[40];
+    w->text.len = 0;
+    switch (ckpt_value_kind(v)) {
+    case CKPT_V_BOOL:
+        st_puts(&w->text, ckpt_value_bool(v) ? "True" : "False");
+        return 1;
+    case CKPT_V_INT:
+        st_put_i64(&w->text, ckpt_value_int(v));
+        return 1;
+    case CKPT_V_FLOAT:
+        n = cli_float_repr(ckpt_value_float(v), tmp);
+        st_put(&w->text, tmp, n);
+        return 1;
+    case CKPT_V_BIGINT:
+    case CKPT_V_STR:
+        s = ckpt_value_text(v, &n);
+        if (!s)
+            return 0;
+        if (n > META_MAX_TEXT) {
+            w->c->meta_dropped = 1;
+            return 0;
+        }
+        st_put(&w->text, s, n);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A dict key as a path component into w->text: str as is, numbers, bools
+ * and None as Python's str() prints them; 0 for other keys. */
+static int key_text(walk *w, const ckpt_value *k)
+{
+    if (!k)
+        return 0;
+    if (ckpt_value_kind(k) == CKPT_V_NONE) {
+        w->text.len = 0;
+        st_puts(&w->text, "None");
+        return 1;
+    }
+    return scalar_text(w, k);
+}
+
+static int is_container(ckpt_kind k)
+{
+    return k == CKPT_V_DICT || k == CKPT_V_LIST || k == CKPT_V_TUPLE ||
+           k == CKPT_V_OBJECT;
+}
+
+/* parent.path + "." + comp into w->path. */
+static void join_path(walk *w, const walk_item *parent, const char *comp,
+                      size_t clen)
+{
+    w->path.len = 0;
+    st_put(&w->path, parent->path ? parent->path : "", parent->plen);
+    if (parent->plen > 0)
+        st_putc(&w->path, '.');
+    st_put(&w->path, comp, clen);
+}
+
+static int walk_push(walk *w, const ckpt_value *v, const char *path, size_t plen,
+                     uint32_t depth)
+{
+    walk_item *it;
+    if (w->len == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64;
+        walk_item *q = realloc(w->q, cap * sizeof *q);
+        if (!q)
+            return nomem(w->c);
+        w->q = q;
+        w->cap = cap;
+    }
+    it = &w->q[w->len];
+    it->path = malloc(plen + 1);
+    if (!it->path)
+        return nomem(w->c);
+    memcpy(it->path, path, plen);
+    it->path[plen] = '\0';
+    it->plen = plen;
+    it->v = v;
+    it->depth = depth;
+    w->len++;
+    return 0;
+}
+
+/* Mark a container seen; 0 if it was already. */
+static int mark_seen(walk *w, const ckpt_value *v)
+{
+    if (cli_ptrmap_get(&w->seen, v))
+        return 0;
+    if (cli_ptrmap_put(&w->seen, v, "") != 0)
+        return nomem(w->c);
+    return 1;
+}
+
+/* One child of `parent` under component comp: a scalar becomes an entry, a
+ * container not seen yet is queued. */
+static int walk_child(walk *w, const walk_item *parent, const char *comp,
+                      size_t clen, const ckpt_value *v)
+{
+    ckpt_kind kind;
+    int r;
+    if (!v || w->full)
+        return 0;
+    kind = ckpt_value_kind(v);
+    if (is_container(kind)) {
+        if ((r = mark_seen(w, v)) <= 0)
+            return r;
+        join_path(w, parent, comp, clen);
+        if (w->path.oom)
+            return nomem(w->c);
+        if (parent->depth + 1 > META_MAX_DEPTH || w->path.len > META_MAX_TEXT) {
+            w->c->meta_dropped = 1;
+            return 0;
+        }
+        return walk_push(w, v, w->path.p, w->path.len, parent->depth + 1);
+    }
+    if (!scalar_text(w, v))
+        return 0;
+    if (w->c->nconfig >= META_MAX_ENTRIES) {
+        w->c->meta_dropped = 1;
+        w->full = 1;
+        return 0;
+    }
+    join_path(w, parent, comp, clen);
+    if (w->path.oom || w->text.oom)
+        return nomem(w->c);
+    return meta_add(w->c, w->path.p, w->path.len, w->text.p, w->text.len, 1);
+}
+
+/* The entries of dict d as children of parent. */
+static int walk_dict(walk *w, const walk_item *parent, const ckpt_value *d)
+{
+    size_t n = ckpt_value_len(d), i;
+    st_buf comp;
+    int r = 0;
+    memset(&comp, 0, sizeof comp);
+    for (i = 0; i < n && r == 0 && !w->full; i++) {
+        if (!key_text(w, ckpt_value_key(d, i)))
+            continue;
+        comp.len = 0;
+        st_put(&comp, w->text.p, w->text.len);
+        if (comp.oom) {
+            r = nomem(w->c);
+            break;
+        }
+        r = walk_child(w, parent, comp.p, comp.len, ckpt_value_item(d, i));
+    }
+    st_buf_free(&comp);
+    return r == 0 ? 0 : -1;
+}
+
+static int walk_item_children(walk *w, const walk_item *it)
+{
+    const ckpt_value *v = it->v, *part;
+    size_t n, i;
+    char comp[32];
+    int r;
+
+    switch (ckpt_value_kind(v)) {
+    case CKPT_V_DICT:
+        return walk_dict(w, it, v);
+    case CKPT_V_LIST:
+    case CKPT_V_TUPLE:
+        n = ckpt_value_len(v);
+        for (i = 0; i < n && !w->full; i++) {
+            int k = snprintf(comp, sizeof comp, "%zu", i);
+            if (walk_child(w, it, comp, (size_t)k, ckpt_value_item(v, i)) != 0)
+                return -1;
+        }
+        return 0;
+    case CKPT_V_OBJECT:
+        /* as `ckpt show` does: a dict state (the usual __dict__) holds the
+         * object's own entries; other parts go under "state", "items",
+         * "list"; constructor arguments are not configuration */
+        part = ckpt_object_state(v);
+        if (part && ckpt_value_kind(part) == CKPT_V_DICT) {
+            if ((r = mark_seen(w, part)) < 0)
+                return -1;
+            if (r > 0 && walk_dict(w, it, part) != 0)
+                return -1;
+        } else if (walk_child(w, it, "state", 5, part) != 0) {
+            return -1;
+        }
+        if (walk_child(w, it, "items", 5, ckpt_object_items(v)) != 0)
+            return -1;
+        return walk_child(w, it, "list", 4, ckpt_object_list(v));
+    default:
+        return 0;
+    }
+}
+
+/* Breadth first, so that shallow values (epoch, config.lr) are kept before
+ * deep ones (optimizer internals) when the cap is reached. */
+static int collect_metadata(conv *c)
+{
+    const ckpt_value *root = ckpt_root(c->f);
+    const char *fmt = ckpt_format_name(c->info.format);
+    walk w;
+    int r = 0;
+
+    if (meta_add(c, "format", 6, "pt", 2, 0) != 0 ||
+        meta_add(c, "ckpt.source_format", 18, fmt, strlen(fmt), 0) != 0)
+        return -1;
+    if (!root || !is_container(ckpt_value_kind(root)))
+        return 0;
+    memset(&w, 0, sizeof w);
+    w.c = c;
+    if (mark_seen(&w, root) < 0 || walk_push(&w, root, "", 0, 0) != 0)
+        r = -1;
+    while (r == 0 && w.head < w.len && !w.full) {
+        walk_item it = w.q[w.head++];
+        r = walk_item_children(&w, &it);
+        free(it.path);
+        w.q[w.head - 1].path = NULL;
+    }
+    for (; w.head < w.len; w.head++)
+        free(w.q[w.head].path);
+    free(w.q);
+    cli_ptrmap_free(&w.seen);
+    st_buf_free(&w.path);
+    st_buf_free(&w.text);
+    if (r == 0 && c->meta_dropped)
+        cli_error("%s: warning: some values were left out of the metadata (it "
+                  "keeps at most %d, with keys and values of at most %d bytes, "
+                  "%d levels deep)",
+                  c->path, META_MAX_ENTRIES, META_MAX_TEXT, META_MAX_DEPTH);
+    return r;
+}
+
+/* ---- header -------------------------------------------------------------- */
+
+static int build_header(conv *c, st_buf *h)
+{
+    size_t i;
+    uint32_t d;
+    uint64_t total;
+
+    st_put(h, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
+    st_puts(h, "{\"__metadata__\":{");
+    for (i = 0; i < c->nmeta; i++) {
+        if (i > 0)
+            st_putc(h, ',');
+        st_put_json_string(h, c->meta[i].key, c->meta[i].klen);
+        st_putc(h, ':');
+        st_put_json_string(h, c->meta[i].val, c->meta[i].vlen);
+    }
+    st_putc(h, '}');
+    for (i = 0; i < c->nts; i++) {
+        const conv_tensor *ct = &c->ts[i];
+        const ckpt_tensor *t = ct->t;
+        st_putc(h, ',');
+        st_put_json_string(h, ct->name, ct->name_len);
+        st_puts(h, ":{\"dtype\":\"");
+        st_puts(h, ct->st_dtype);
+        st_puts(h, "\",\"shape\":[");
+        for (d = 0; d < t->ndim; d++) {
+            if (d > 0)
+                st_putc(h, ',');
+            st_put_i64(h, t->shape[d]);
+        }
+        st_puts(h, "],\"data_offsets\":[");
+        st_put_u64(h, ct->begin);
+        st_putc(h, ',');
+        st_put_u64(h, ct->begin + t->nbytes);
+        st_puts(h, "]}");
+    }
+    st_putc(h, '}');
+    while (h->len % ST_ALIGN != 0)
+        st_putc(h, ' ');
+    if (h->oom)
+        return nomem(c);
+    total = h->len - 8;
+    if (total > ST_MAX_HEADER) {
+        cli_error("%s: the safetensors header would be %llu bytes, more than "
+                  "the %u bytes readers accept",
+                  c->path, (unsigned long long)total, ST_MAX_HEADER);
+        return -1;
+    }
+    for (i = 0; i < 8; i++)
+        h->p[i] = (char)((total >> (8 * i)) & 0xFF);
+    c->data_start = h->len;
+    return 0;
+}
+
+/* ---- output file --------------------------------------------------------- */
+
+/* Make the finished temporary file OUT.  With --force it replaces OUT
+ * (rename); without, it is hard-linked so an OUT that appeared meanwhile is
+ * never replaced, falling back to a check and a rename on file systems
+ * without hard links. */
+static int commit(conv *c, cli_atomic *a, int force)
+{
+    struct stat st;
+    int e = 0;
+    if (force)
+        return cli_atomic_commit(a);
+    if (fflush(a->fp) != 0 || ferror(a->fp))
+        e = errno != 0 ? errno : EIO;
+    else if (c->sync && fsync(c->out_fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+        e = errno;
+    if (e != 0) {
+        cli_atomic_abort(a);
+        return out_error(c, e);
+    }
+    if (link(a->tmp, c->out) == 0) {
+        cli_atomic_abort(a); /* closes and removes the temporary name */
+        return 0;
+    }
+    e = errno;
+    if (e == EEXIST || lstat(c->out, &st) == 0) {
+        cli_atomic_abort(a);
+        cli_error("%s: already exists (--force replaces it)", c->out);
+        return -1;
+    }
+    return cli_atomic_commit(a);
+}
+
+static int write_output(conv *c, int force)
+{
+    cli_atomic a;
+    st_buf h;
+    size_t i;
+    int r = 0;
+
+    memset(&h, 0, sizeof h);
+    if (build_header(c, &h) != 0) {
+        st_buf_free(&h);
+        return -1;
+    }
+    if (cli_atomic_open(&a, c->out) != 0) {
+        st_buf_free(&h);
+        return -1;
+    }
+    a.nosync = !c->sync;
+    c->out_fd = fileno(a.fp);
+    r = reserve(c, h.len + c->data_size);
+    if (r == 0 && pwrite_full(c->out_fd, h.p, h.len, 0) != 0)
+        r = out_error(c, errno);
+    st_buf_free(&h);
+    c->stage_off = c->data_start;
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(c->src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    if (c->progress)
+        clock_gettime(CLOCK_MONOTONIC, &c->last);
+    for (i = 0; i < c->nts && r == 0; i++)
+        if (write_tensor(c, &c->ts[i]) != 0)
+            r = -1;
+    if (r == 0 && stage_flush(c) != 0)
+        r = -1;
+    if (r == 0)
+        write_behind(c, c->stage_off, 1);
+    if (r == 0 && c->progress) {
+        progress_draw(c);
+        progress_clear(c);
+    }
+    if (r != 0) {
+        cli_atomic_abort(&a);
+        return -1;
+    }
+    return commit(c, &a, force);
+}
+
+/* ---- command ------------------------------------------------------------- */
+
+static void conv_free(conv *c)
+{
+    size_t i;
+    for (i = 0; i < c->nts; i++)
+        free(c->ts[i].name);
+    free(c->ts);
+    for (i = 0; i < c->nmeta; i++) {
+        free(c->meta[i].key);
+        free(c->meta[i].val);
+    }
+    free(c->meta);
+    st_set_free(&c->names);
+    st_set_free(&c->meta_keys);
+    free(c->stage);
+    ckpt_close(c->f);
+    if (c->src_fd >= 0)
+        close(c->src_fd);
+}
+
+/* Open FILE read-only and the checkpoint on top of that descriptor. */
+static int open_source(conv *c, const char *key)
+{
+    struct stat st;
+    ckpt_options opt;
+    ckpt_reader rd;
+    ckpt_error err;
+
+    const char *why = NULL;
+
+    c->src_fd = open(c->path, O_RDONLY | O_CLOEXEC);
+    if (c->src_fd < 0 || fstat(c->src_fd, &st) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        why = "is a directory";
+    else if (!S_ISREG(st.st_mode) || st.st_size < 0)
+        why = "not a regular file";
+    if (why) {
+        cli_error("%s: %s", c->path, why);
+        return -1;
+    }
+    ckpt_options_init(&opt);
+    opt.key = key;
+    memset(&rd, 0, sizeof rd);
+    rd.read = reader_read;
+    rd.opaque = (void *)(intptr_t)c->src_fd;
+    rd.size = (uint64_t)st.st_size;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    c->f = ckpt_open_reader(&rd, &opt, &err);
+    if (!c->f) {
+        cli_file_error(c->path, &err);
+        return -1;
+    }
+    ckpt_get_info(c->f, &c->info);
+    if (c->info.format == CKPT_FORMAT_TORCHSCRIPT) {
+        cli_error("%s: a TorchScript archive: reading TorchScript weights is "
+                  "not supported yet",
+                  c->path);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    int nops = 0, r, skip = 0, force = 0, sync = 0;
+    const char *key = NULL;
+    char *ops[2];
+    struct stat st;
+    conv c;
+    const cli_option options[] = {
+        {"--key", 0, 1, &key, NULL},
+        {"--skip-unsupported", 0, 0, NULL, &skip},
+        {"--force", 0, 0, NULL, &force},
+        {"--sync", 0, 0, NULL, &sync},
+    };
+
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                  ops, 2, &nops);
+    if (r != CLI_CONTINUE)
+        return r;
+    if (nops < 1)
+        return cli_usage_error("convert: missing FILE");
+    if (nops < 2)
+        return cli_usage_error("convert: missing OUT (the safetensors file to write)");
+    if (ops[1][0] == '\0')
+        return cli_usage_error("convert: the output file name is empty");
+
+    memset(&c, 0, sizeof c);
+    c.path = ops[0];
+    c.sync = sync;
+    c.out = ops[1];
+    c.src_fd = -1;
+    c.out_fd = -1;
+    c.big_host = cli_host_big_endian();
+    c.progress = isatty(STDERR_FILENO);
+#ifdef SIGXFSZ
+    /* past a file size limit, fail the write (EFBIG) and clean up rather
+     * than be killed with the temporary file left behind */
+    signal(SIGXFSZ, SIG_IGN);
+#endif
+
+    if (stat(c.out, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_error("%s: is a directory", c.out);
+    if (!force && lstat(c.out, &st) == 0)
+        return cli_error("%s: already exists (--force replaces it)", c.out);
+
+    r = CLI_FAIL;
+    if (open_source(&c, key) == 0 && collect_tensors(&c, skip) == 0 &&
+        collect_metadata(&c) == 0 && write_output(&c, force) == 0)
+        r = CLI_OK;
+    conv_free(&c);
+    return r;
+}
