@@ -331,6 +331,11 @@ CKPT_API const ckpt_value *ckpt_object_state(const ckpt_value *v);
 CKPT_API const ckpt_value *ckpt_object_items(const ckpt_value *v);
 CKPT_API const ckpt_value *ckpt_object_list(const ckpt_value *v);
 
+/* Python's repr() of a double into out (at least 32 bytes): the shortest
+ * decimal that reads back as x ("1.0", "0.1", "1e-05", "1e+16"), and "nan",
+ * "inf", "-inf".  Returns the length. */
+CKPT_API size_t ckpt_float_repr(double x, char *out);
+
 /* Write `v` (NULL: the root) as JSON through `write`, which returns 0 on
  * success.  Dicts become objects with string keys, lists/tuples/sets arrays,
  * ints keep every digit, non-finite floats become "nan"/"inf"/"-inf", bytes

@@ -275,77 +275,6 @@ void cli_json_string(FILE *out, const char *str, size_t n)
     putc('"', out);
 }
 
-size_t cli_float_repr(double x, char *out)
-{
-    char tmp[40], digits[20];
-    int prec, exp10 = 0, nd = 0, decpt, i;
-    size_t o = 0;
-    const char *p;
-
-    if (isnan(x) || isinf(x)) {
-        strcpy(out, isnan(x) ? "nan" : x < 0 ? "-inf" : "inf");
-        return strlen(out);
-    }
-    if (x == 0) {
-        strcpy(out, signbit(x) ? "-0.0" : "0.0");
-        return strlen(out);
-    }
-    /* A normal double's 15-digit rounding is its shortest form padded with
-     * zeros whenever that form has at most 15 digits; subnormals hold fewer
-     * digits and are searched from 1 digit up. */
-    for (prec = fabs(x) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
-        if (prec == 17 || strtod(tmp, NULL) == x)
-            break;
-    }
-    p = tmp;
-    if (*p == '-') {
-        out[o++] = '-';
-        p++;
-    }
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9')
-            digits[nd++] = *p;
-    if (*p == 'e')
-        exp10 = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    decpt = exp10 + 1;
-    if (decpt > -4 && decpt <= 16) {
-        if (decpt <= 0) {
-            out[o++] = '0';
-            out[o++] = '.';
-            for (i = decpt; i < 0; i++)
-                out[o++] = '0';
-            for (i = 0; i < nd; i++)
-                out[o++] = digits[i];
-        } else if (decpt >= nd) {
-            for (i = 0; i < nd; i++)
-                out[o++] = digits[i];
-            for (i = nd; i < decpt; i++)
-                out[o++] = '0';
-            out[o++] = '.';
-            out[o++] = '0';
-        } else {
-            for (i = 0; i < nd; i++) {
-                if (i == decpt)
-                    out[o++] = '.';
-                out[o++] = digits[i];
-            }
-        }
-        out[o] = '\0';
-    } else {
-        out[o++] = digits[0];
-        if (nd > 1) {
-            out[o++] = '.';
-            for (i = 1; i < nd; i++)
-                out[o++] = digits[i];
-        }
-        o += (size_t)snprintf(out + o, 16, "e%c%02d", exp10 < 0 ? '-' : '+',
-                              exp10 < 0 ? -exp10 : exp10);
-    }
-    return o;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Byte order                                                                 */
@@ -587,4 +516,57 @@ void cli_ptrmap_free(cli_ptrmap *m)
     m->keys = NULL;
     m->paths = NULL;
     m->cap = m->count = 0;
+}
+
+/* ---- small text helpers --------------------------------------------------- */
+
+const char *cli_grouped(uint64_t x, char *buf, size_t cap)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x), i, o = 0;
+    for (i = 0; i < n && (size_t)o + 2 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+void sb_add(sbuf *b, const void *data, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->cap - b->len < n + 1) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *p;
+        while (cap - b->len < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+void sb_char(sbuf *b, char c) { sb_add(b, &c, 1); }
+
+void sb_free(sbuf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
 }

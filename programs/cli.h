@@ -93,9 +93,19 @@ int cli_stdout_finish(int status);
  * as \u00XX (the byte read as latin-1). */
 void cli_json_string(FILE *out, const char *s, size_t n);
 
-/* Python's repr() of a finite double (shortest round trip, "1.0", "1e-05",
- * "1e+16"); "nan", "inf", "-inf" otherwise.  out holds >= 32 bytes. */
-size_t cli_float_repr(double x, char *out);
+/* Thousands separators: "1,234,567" into buf (>= 27 bytes); returns buf. */
+const char *cli_grouped(uint64_t x, char *buf, size_t cap);
+
+/* A growing text buffer; oom is set (and stays) when an allocation fails. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+void sb_add(sbuf *b, const void *data, size_t n);
+void sb_str(sbuf *b, const char *s);
+void sb_char(sbuf *b, char c);
+void sb_free(sbuf *b);
 
 /* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
 size_t cli_utf8_seq(const unsigned char *s, size_t n);

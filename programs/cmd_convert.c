@@ -233,20 +233,20 @@ static int nomem(conv *c)
 }
 
 /* A tensor name for a message: control characters as '?', cut at 80 bytes. */
-static void put_shown_name(st_buf *b, const char *s)
+static void put_shown_name(sbuf *b, const char *s)
 {
     size_t i;
     if (s[0] == '\0') {
-        st_puts(b, "\"\"");
+        sb_str(b, "\"\"");
         return;
     }
     for (i = 0; s[i] != '\0'; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (i == 80) {
-            st_puts(b, "...");
+            sb_str(b, "...");
             break;
         }
-        st_putc(b, ch < 0x20 || ch == 0x7f ? '?' : (char)ch);
+        sb_char(b, ch < 0x20 || ch == 0x7f ? '?' : (char)ch);
     }
 }
 
@@ -498,7 +498,7 @@ static int write_tensor(conv *c, const conv_tensor *ct)
 static int collect_tensors(conv *c, int skip_unsupported)
 {
     size_t n = ckpt_tensor_count(c->f), i, nbad = 0;
-    st_buf bad, name;
+    sbuf bad, name;
     uint64_t pos = 0;
     int r = 0;
 
@@ -517,11 +517,11 @@ static int collect_tensors(conv *c, int skip_unsupported)
         if (!dt) {
             if (nbad < NAMES_SHOWN) {
                 if (nbad > 0)
-                    st_puts(&bad, ", ");
+                    sb_str(&bad, ", ");
                 put_shown_name(&bad, t->name);
-                st_puts(&bad, " (");
-                st_puts(&bad, ckpt_dtype_name(t->dtype));
-                st_putc(&bad, ')');
+                sb_str(&bad, " (");
+                sb_str(&bad, ckpt_dtype_name(t->dtype));
+                sb_char(&bad, ')');
             }
             nbad++;
             continue;
@@ -569,7 +569,7 @@ static int collect_tensors(conv *c, int skip_unsupported)
         if (nbad > NAMES_SHOWN) {
             char more[48];
             snprintf(more, sizeof more, ", ... (%zu more)", nbad - NAMES_SHOWN);
-            st_puts(&bad, more);
+            sb_str(&bad, more);
         }
         if (bad.oom) {
             r = nomem(c);
@@ -584,8 +584,8 @@ static int collect_tensors(conv *c, int skip_unsupported)
         }
     }
     c->data_size = pos;
-    st_buf_free(&bad);
-    st_buf_free(&name);
+    sb_free(&bad);
+    sb_free(&name);
     return r == 0 ? 0 : -1;
 }
 
@@ -596,7 +596,7 @@ static int collect_tensors(conv *c, int skip_unsupported)
 static int meta_add(conv *c, const char *key, size_t klen, const char *val,
                     size_t vlen, int config)
 {
-    st_buf kb, vb;
+    sbuf kb, vb;
     meta_entry *m;
     int r;
 
@@ -620,11 +620,11 @@ static int meta_add(conv *c, const char *key, size_t klen, const char *val,
     memset(&vb, 0, sizeof vb);
     st_put_utf8(&kb, key, klen);
     st_put_utf8(&vb, val, vlen);
-    st_putc(&kb, '\0');
-    st_putc(&vb, '\0');
+    sb_char(&kb, '\0');
+    sb_char(&vb, '\0');
     if (kb.oom || vb.oom) {
-        st_buf_free(&kb);
-        st_buf_free(&vb);
+        sb_free(&kb);
+        sb_free(&vb);
         return nomem(c);
     }
     m = &c->meta[c->nmeta];
@@ -634,8 +634,8 @@ static int meta_add(conv *c, const char *key, size_t klen, const char *val,
     m->vlen = vb.len - 1;
     r = st_set_add(&c->meta_keys, m->key, m->klen);
     if (r <= 0) {
-        st_buf_free(&kb);
-        st_buf_free(&vb);
+        sb_free(&kb);
+        sb_free(&vb);
         return r < 0 ? nomem(c) : 0; /* first one wins */
     }
     c->nmeta++;
@@ -656,7 +656,7 @@ typedef struct walk {
     walk_item *q;
     size_t head, len, cap;
     cli_ptrmap seen;
-    st_buf path, text;
+    sbuf path, text;
     int full; /* the entry cap is reached: stop */
 } walk;
 
@@ -669,14 +669,14 @@ static int scalar_text(walk *w, const ckpt_value *v)
     w->text.len = 0;
     switch (ckpt_value_kind(v)) {
     case CKPT_V_BOOL:
-        st_puts(&w->text, ckpt_value_bool(v) ? "True" : "False");
+        sb_str(&w->text, ckpt_value_bool(v) ? "True" : "False");
         return 1;
     case CKPT_V_INT:
         st_put_i64(&w->text, ckpt_value_int(v));
         return 1;
     case CKPT_V_FLOAT:
-        n = cli_float_repr(ckpt_value_float(v), tmp);
-        st_put(&w->text, tmp, n);
+        n = ckpt_float_repr(ckpt_value_float(v), tmp);
+        sb_add(&w->text, tmp, n);
         return 1;
     case CKPT_V_BIGINT:
     case CKPT_V_STR:
@@ -687,7 +687,7 @@ static int scalar_text(walk *w, const ckpt_value *v)
             w->c->meta_dropped = 1;
             return 0;
         }
-        st_put(&w->text, s, n);
+        sb_add(&w->text, s, n);
         return 1;
     default:
         return 0;
@@ -702,7 +702,7 @@ static int key_text(walk *w, const ckpt_value *k)
         return 0;
     if (ckpt_value_kind(k) == CKPT_V_NONE) {
         w->text.len = 0;
-        st_puts(&w->text, "None");
+        sb_str(&w->text, "None");
         return 1;
     }
     return scalar_text(w, k);
@@ -719,10 +719,10 @@ static void join_path(walk *w, const walk_item *parent, const char *comp,
                       size_t clen)
 {
     w->path.len = 0;
-    st_put(&w->path, parent->path ? parent->path : "", parent->plen);
+    sb_add(&w->path, parent->path ? parent->path : "", parent->plen);
     if (parent->plen > 0)
-        st_putc(&w->path, '.');
-    st_put(&w->path, comp, clen);
+        sb_char(&w->path, '.');
+    sb_add(&w->path, comp, clen);
 }
 
 static int walk_push(walk *w, const ckpt_value *v, const char *path, size_t plen,
@@ -799,21 +799,21 @@ static int walk_child(walk *w, const walk_item *parent, const char *comp,
 static int walk_dict(walk *w, const walk_item *parent, const ckpt_value *d)
 {
     size_t n = ckpt_value_len(d), i;
-    st_buf comp;
+    sbuf comp;
     int r = 0;
     memset(&comp, 0, sizeof comp);
     for (i = 0; i < n && r == 0 && !w->full; i++) {
         if (!key_text(w, ckpt_value_key(d, i)))
             continue;
         comp.len = 0;
-        st_put(&comp, w->text.p, w->text.len);
+        sb_add(&comp, w->text.p, w->text.len);
         if (comp.oom) {
             r = nomem(w->c);
             break;
         }
         r = walk_child(w, parent, comp.p, comp.len, ckpt_value_item(d, i));
     }
-    st_buf_free(&comp);
+    sb_free(&comp);
     return r == 0 ? 0 : -1;
 }
 
@@ -885,8 +885,8 @@ static int collect_metadata(conv *c)
         free(w.q[w.head].path);
     free(w.q);
     cli_ptrmap_free(&w.seen);
-    st_buf_free(&w.path);
-    st_buf_free(&w.text);
+    sb_free(&w.path);
+    sb_free(&w.text);
     if (r == 0 && c->meta_dropped)
         cli_error("%s: warning: some values were left out of the metadata (it "
                   "keeps at most %d, with keys and values of at most %d bytes, "
@@ -897,44 +897,44 @@ static int collect_metadata(conv *c)
 
 /* ---- header -------------------------------------------------------------- */
 
-static int build_header(conv *c, st_buf *h)
+static int build_header(conv *c, sbuf *h)
 {
     size_t i;
     uint32_t d;
     uint64_t total;
 
-    st_put(h, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
-    st_puts(h, "{\"__metadata__\":{");
+    sb_add(h, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
+    sb_str(h, "{\"__metadata__\":{");
     for (i = 0; i < c->nmeta; i++) {
         if (i > 0)
-            st_putc(h, ',');
+            sb_char(h, ',');
         st_put_json_string(h, c->meta[i].key, c->meta[i].klen);
-        st_putc(h, ':');
+        sb_char(h, ':');
         st_put_json_string(h, c->meta[i].val, c->meta[i].vlen);
     }
-    st_putc(h, '}');
+    sb_char(h, '}');
     for (i = 0; i < c->nts; i++) {
         const conv_tensor *ct = &c->ts[i];
         const ckpt_tensor *t = ct->t;
-        st_putc(h, ',');
+        sb_char(h, ',');
         st_put_json_string(h, ct->name, ct->name_len);
-        st_puts(h, ":{\"dtype\":\"");
-        st_puts(h, ct->st_dtype);
-        st_puts(h, "\",\"shape\":[");
+        sb_str(h, ":{\"dtype\":\"");
+        sb_str(h, ct->st_dtype);
+        sb_str(h, "\",\"shape\":[");
         for (d = 0; d < t->ndim; d++) {
             if (d > 0)
-                st_putc(h, ',');
+                sb_char(h, ',');
             st_put_i64(h, t->shape[d]);
         }
-        st_puts(h, "],\"data_offsets\":[");
+        sb_str(h, "],\"data_offsets\":[");
         st_put_u64(h, ct->begin);
-        st_putc(h, ',');
+        sb_char(h, ',');
         st_put_u64(h, ct->begin + t->nbytes);
-        st_puts(h, "]}");
+        sb_str(h, "]}");
     }
-    st_putc(h, '}');
+    sb_char(h, '}');
     while (h->len % ST_ALIGN != 0)
-        st_putc(h, ' ');
+        sb_char(h, ' ');
     if (h->oom)
         return nomem(c);
     total = h->len - 8;
@@ -986,17 +986,17 @@ static int commit(conv *c, cli_atomic *a, int force)
 static int write_output(conv *c, int force)
 {
     cli_atomic a;
-    st_buf h;
+    sbuf h;
     size_t i;
     int r = 0;
 
     memset(&h, 0, sizeof h);
     if (build_header(c, &h) != 0) {
-        st_buf_free(&h);
+        sb_free(&h);
         return -1;
     }
     if (cli_atomic_open(&a, c->out) != 0) {
-        st_buf_free(&h);
+        sb_free(&h);
         return -1;
     }
     a.nosync = !c->sync;
@@ -1004,7 +1004,7 @@ static int write_output(conv *c, int force)
     r = reserve(c, h.len + c->data_size);
     if (r == 0 && pwrite_full(c->out_fd, h.p, h.len, 0) != 0)
         r = out_error(c, errno);
-    st_buf_free(&h);
+    sb_free(&h);
     c->stage_off = c->data_start;
 #ifdef POSIX_FADV_SEQUENTIAL
     posix_fadvise(c->src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);

@@ -59,54 +59,10 @@ static const char usage[] =
 /* Text helpers                                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 128;
-        char *p;
-        while (cap - b->len < n + 1)
-            cap *= 2;
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-/* Thousands separators: "1,234,567". */
-static const char *grouped(uint64_t x, char *buf, size_t cap)
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x), i, o = 0;
-    for (i = 0; i < n && (size_t)o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = tmp[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static void sb_grouped(sbuf *b, uint64_t x)
 {
     char tmp[40];
-    sb_str(b, grouped(x, tmp, sizeof tmp));
+    sb_str(b, cli_grouped(x, tmp, sizeof tmp));
 }
 
 /* Text from the file, one line: control characters as '?', bytes that are
@@ -238,7 +194,7 @@ static void describe(const ckpt_file *f, const ckpt_value *v, sbuf *b,
         return;
     case CKPT_V_FLOAT:
         sb_str(b, "float ");
-        n = cli_float_repr(ckpt_value_float(v), tmp);
+        n = ckpt_float_repr(ckpt_value_float(v), tmp);
         sb_add(b, tmp, n);
         return;
     case CKPT_V_STR:
@@ -594,7 +550,7 @@ static int print_text(report *r)
 
     printf("file:        ");
     put_clean(r->path);
-    printf(" (%s bytes)\n", grouped(r->info.file_size, g1, sizeof g1));
+    printf(" (%s bytes)\n", cli_grouped(r->info.file_size, g1, sizeof g1));
     printf("format:      %s", ckpt_format_name(r->info.format));
     if (r->info.version && r->info.version[0])
         printf(", version %s", r->info.version);
@@ -611,13 +567,13 @@ static int print_text(report *r)
         putchar('\n');
     }
     printf("tensors:     %s in %s storage%s\n",
-           grouped(r->info.tensor_count, g1, sizeof g1),
-           grouped(r->info.storage_count, g2, sizeof g2),
+           cli_grouped(r->info.tensor_count, g1, sizeof g1),
+           cli_grouped(r->info.storage_count, g2, sizeof g2),
            r->info.storage_count == 1 ? "" : "s");
-    printf("parameters:  %s (%s bytes", grouped(r->params, g1, sizeof g1),
-           grouped(r->info.total_bytes, g2, sizeof g2));
+    printf("parameters:  %s (%s bytes", cli_grouped(r->params, g1, sizeof g1),
+           cli_grouped(r->info.total_bytes, g2, sizeof g2));
     if (r->storage_bytes != r->info.total_bytes)
-        printf("; storages hold %s", grouped(r->storage_bytes, g3, sizeof g3));
+        printf("; storages hold %s", cli_grouped(r->storage_bytes, g3, sizeof g3));
     printf(")\n");
     if (r->skipped) {
         fputs("note:        tensors not listed: ", stdout);
@@ -633,11 +589,11 @@ static int print_text(report *r)
             continue;
         if (strlen(ckpt_dtype_name((ckpt_dtype)i)) > wd)
             wd = strlen(ckpt_dtype_name((ckpt_dtype)i));
-        if (strlen(grouped(r->dt[i].tensors, g1, sizeof g1)) > wt)
+        if (strlen(cli_grouped(r->dt[i].tensors, g1, sizeof g1)) > wt)
             wt = strlen(g1);
-        if (strlen(grouped(r->dt[i].params, g1, sizeof g1)) > wp)
+        if (strlen(cli_grouped(r->dt[i].params, g1, sizeof g1)) > wp)
             wp = strlen(g1);
-        if (strlen(grouped(r->dt[i].bytes, g1, sizeof g1)) > wb)
+        if (strlen(cli_grouped(r->dt[i].bytes, g1, sizeof g1)) > wb)
             wb = strlen(g1);
     }
     if (wd) {
@@ -647,10 +603,10 @@ static int print_text(report *r)
                 continue;
             printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd,
                    ckpt_dtype_name((ckpt_dtype)i), (int)wt,
-                   grouped(r->dt[i].tensors, g1, sizeof g1),
+                   cli_grouped(r->dt[i].tensors, g1, sizeof g1),
                    r->dt[i].tensors == 1 ? " " : "s", (int)wp,
-                   grouped(r->dt[i].params, g2, sizeof g2), (int)wb,
-                   grouped(r->dt[i].bytes, g3, sizeof g3));
+                   cli_grouped(r->dt[i].params, g2, sizeof g2), (int)wb,
+                   cli_grouped(r->dt[i].bytes, g3, sizeof g3));
         }
     }
 
@@ -664,7 +620,7 @@ static int print_text(report *r)
             for (i = 0; i < n; i++) {
                 if (!r->all_keys && i == KEYS_SHOWN) {
                     printf("  ... %s more (--all shows every key)\n",
-                           grouped(n - i, g1, sizeof g1));
+                           cli_grouped(n - i, g1, sizeof g1));
                     break;
                 }
                 line.len = 0;
@@ -705,7 +661,7 @@ static int print_text(report *r)
             free(b.p);
             if (w > wn)
                 wn = w;
-            if ((w = strlen(grouped(nd->params, g1, sizeof g1))) > wc)
+            if ((w = strlen(cli_grouped(nd->params, g1, sizeof g1))) > wc)
                 wc = w;
         }
         fputs("modules (parameters):\n", stdout);
@@ -716,7 +672,7 @@ static int print_text(report *r)
             sb_clean(&b, nd->name, strlen(nd->name), 200);
             w = 2u * (size_t)nd->depth + (b.p ? strlen(b.p) : 0);
             printf("  %*s%s%*s  %*s\n", 2 * nd->depth, "", b.p ? b.p : "",
-                   (int)(wn - w), "", (int)wc, grouped(nd->params, g1, sizeof g1));
+                   (int)(wn - w), "", (int)wc, cli_grouped(nd->params, g1, sizeof g1));
             free(b.p);
             if ((i & 4095) == 0 && cli_stdout_failed())
                 break;

@@ -43,12 +43,6 @@ static const char usage[] =
 #define INLINE_ITEMS 16   /* scalar items shown on one line */
 #define INLINE_STR 40     /* longest string item in a one-line list */
 
-/* A growing text buffer; oom is set (and stays) when an allocation fails. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
 
 typedef struct show {
     const ckpt_file *f;
@@ -102,32 +96,6 @@ static void path_pop(show *s, size_t mark)
 }
 
 /* ---- text builder ------------------------------------------------------- */
-
-static void sb_add(sbuf *b, const void *data, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *p;
-        while (cap - b->len < n + 1)
-            cap *= 2;
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *str) { sb_add(b, str, strlen(str)); }
-
-static void sb_char(sbuf *b, char c) { sb_add(b, &c, 1); }
 
 static void sb_i64(sbuf *b, int64_t x)
 {
@@ -229,7 +197,7 @@ static void put_scalar(sbuf *b, const ckpt_value *v)
         sb_add(b, t ? t : "?", t ? n : 1);
         break;
     case CKPT_V_FLOAT:
-        n = cli_float_repr(ckpt_value_float(v), tmp);
+        n = ckpt_float_repr(ckpt_value_float(v), tmp);
         sb_add(b, tmp, n);
         break;
     case CKPT_V_STR:

@@ -50,20 +50,6 @@ static void print_note(void *ctx, const char *line)
     putchar('\n');
 }
 
-/* Thousands separators: "1,234,567". */
-static const char *grouped(uint64_t x, char *buf, size_t cap)
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x), i, o = 0;
-    for (i = 0; i < n && (size_t)o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = tmp[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 int cmd_verify(int argc, char **argv)
 {
     int nops = 0, r, skipped = 0;
@@ -126,16 +112,16 @@ int cmd_verify(int argc, char **argv)
     if (info.version && info.version[0])
         printf(" (version %s)", info.version);
     if (skipped)
-        printf(", %s storage%s", grouped(info.storage_count, b1, sizeof b1),
+        printf(", %s storage%s", cli_grouped(info.storage_count, b1, sizeof b1),
                info.storage_count == 1 ? "" : "s");
     else
         printf(", %s tensor%s in %s storage%s (%s bytes of tensor data)",
-               grouped(info.tensor_count, b1, sizeof b1),
+               cli_grouped(info.tensor_count, b1, sizeof b1),
                info.tensor_count == 1 ? "" : "s",
-               grouped(info.storage_count, b2, sizeof b2),
+               cli_grouped(info.storage_count, b2, sizeof b2),
                info.storage_count == 1 ? "" : "s",
-               grouped(info.total_bytes, b3, sizeof b3));
-    printf(", file of %s bytes\n", grouped(info.file_size, b1, sizeof b1));
+               cli_grouped(info.total_bytes, b3, sizeof b3));
+    printf(", file of %s bytes\n", cli_grouped(info.file_size, b1, sizeof b1));
     ckpt_close(f);
     return CLI_OK;
 }

@@ -42,61 +42,24 @@ const char *st_dtype_name(ckpt_dtype dtype)
 
 /* ---- buffer ---------------------------------------------------------------- */
 
-void st_put(st_buf *b, const void *data, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *p;
-        while (cap - b->len < n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n > 0)
-        memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void st_puts(st_buf *b, const char *s) { st_put(b, s, strlen(s)); }
-
-void st_putc(st_buf *b, char c) { st_put(b, &c, 1); }
-
-void st_put_u64(st_buf *b, uint64_t x)
+void st_put_u64(sbuf *b, uint64_t x)
 {
     char tmp[24];
     int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x);
-    st_put(b, tmp, (size_t)n);
+    sb_add(b, tmp, (size_t)n);
 }
 
-void st_put_i64(st_buf *b, int64_t x)
+void st_put_i64(sbuf *b, int64_t x)
 {
     char tmp[24];
     int n = snprintf(tmp, sizeof tmp, "%lld", (long long)x);
-    st_put(b, tmp, (size_t)n);
+    sb_add(b, tmp, (size_t)n);
 }
 
-void st_buf_free(st_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof b[0]);
-}
 
 /* ---- text ------------------------------------------------------------------ */
 
-void st_put_utf8(st_buf *b, const char *str, size_t n)
+void st_put_utf8(sbuf *b, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, run = 0;
@@ -111,28 +74,28 @@ void st_put_utf8(st_buf *b, const char *str, size_t n)
             i += k;
             continue;
         }
-        st_put(b, str + run, i - run);
+        sb_add(b, str + run, i - run);
         two[0] = (char)(0xC0 | (s[i] >> 6));
         two[1] = (char)(0x80 | (s[i] & 0x3F));
-        st_put(b, two, 2);
+        sb_add(b, two, 2);
         i++;
         run = i;
     }
-    st_put(b, str + run, n - run);
+    sb_add(b, str + run, n - run);
 }
 
-void st_put_json_string(st_buf *b, const char *str, size_t n)
+void st_put_json_string(sbuf *b, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i, run = 0;
     char tmp[8];
-    st_putc(b, '"');
+    sb_char(b, '"');
     for (i = 0; i < n; i++) {
         unsigned c = s[i];
         const char *esc;
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
-        st_put(b, str + run, i - run);
+        sb_add(b, str + run, i - run);
         switch (c) {
         case '"': esc = "\\\""; break;
         case '\\': esc = "\\\\"; break;
@@ -146,11 +109,11 @@ void st_put_json_string(st_buf *b, const char *str, size_t n)
             esc = tmp;
             break;
         }
-        st_puts(b, esc);
+        sb_str(b, esc);
         run = i + 1;
     }
-    st_put(b, str + run, n - run);
-    st_putc(b, '"');
+    sb_add(b, str + run, n - run);
+    sb_char(b, '"');
 }
 
 /* ---- string set -------------------------------------------------------------- */

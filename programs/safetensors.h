@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "cli.h"
 
 /* The reference reader (the Rust `safetensors` crate) refuses bigger headers. */
 #define ST_MAX_HEADER 100000000u
@@ -26,29 +27,17 @@
  * when safetensors has none (complex, float8 fnuz, float8_e8m0fnu). */
 const char *st_dtype_name(ckpt_dtype dtype);
 
-/* A growing byte buffer; `oom` is set (and stays set) when an allocation
- * fails, after which appends do nothing.  p is NUL-terminated when non-NULL. */
-typedef struct st_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} st_buf;
-
-void st_put(st_buf *b, const void *data, size_t n);
-void st_puts(st_buf *b, const char *s);
-void st_putc(st_buf *b, char c);
-void st_put_u64(st_buf *b, uint64_t x);
-void st_put_i64(st_buf *b, int64_t x);
-void st_buf_free(st_buf *b);
+void st_put_u64(sbuf *b, uint64_t x);
+void st_put_i64(sbuf *b, int64_t x);
 
 /* Append s[0..n) made valid UTF-8: valid sequences are kept, every other
  * byte becomes the character U+00XX (the byte read as latin-1), the rule
  * cli_json_string() follows. */
-void st_put_utf8(st_buf *b, const char *s, size_t n);
+void st_put_utf8(sbuf *b, const char *s, size_t n);
 
 /* Append s[0..n), which must be valid UTF-8, as a JSON string with quotes:
  * '"', '\\' and control characters escaped. */
-void st_put_json_string(st_buf *b, const char *s, size_t n);
+void st_put_json_string(sbuf *b, const char *s, size_t n);
 
 /* A set of byte strings.  The strings are not copied: they must outlive the
  * set. */

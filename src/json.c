@@ -29,7 +29,7 @@
 #define JSON_BUF_SIZE (64u * 1024u)
 #define JSON_MAX_DEPTH 1000u
 /* Output bound: JSON_OUT_BASE + JSON_OUT_PER_BYTE x the file size. */
-#define JSON_OUT_BASE ((uint64_t)16 << 20)
+#define JSON_OUT_BASE ((uint64_t)4 << 20)
 #define JSON_OUT_PER_BYTE 16u
 
 /* A container already written: where it sits in the output. */
@@ -58,6 +58,8 @@ typedef struct jw {
     char *scratch;       /* for key text and $ref paths */
     size_t scratch_len, scratch_cap;
     uint64_t written;    /* bytes handed to write() */
+    char *ref;           /* the path put_ref() wrote last, for node ref_id */
+    size_t ref_len, ref_id;
     uint64_t budget;     /* at most this many: see ckpt_value_to_json() */
 } jw;
 
@@ -85,7 +87,7 @@ static int over_budget(jw *w)
 {
     char msg[160];
     snprintf(msg, sizeof msg,
-             "JSON output would exceed %llu bytes (16 x the file size + 16 MiB): shared values expand too much",
+             "JSON output would exceed %llu bytes (16 x the file size + 4 MiB): shared values expand too much",
              (unsigned long long)w->budget);
     return fail(w, CKPT_E_LIMIT, msg);
 }
@@ -294,13 +296,17 @@ static int put_base64(jw *w, const unsigned char *s, size_t n)
 /* Write Python's repr of a finite double into out (>= 32 bytes): the
  * shortest decimal that reads back as x, in fixed notation when the decimal
  * point position is in (-4, 16], else as d.ddde+XX.  Returns the length. */
-static size_t float_repr(double x, char *out)
+size_t ckpt_float_repr(double x, char *out)
 {
     char tmp[40], digits[20];
     int prec, exp10 = 0, nd = 0, decpt, i;
     size_t o = 0;
     const char *p;
 
+    if (isnan(x) || isinf(x)) {
+        strcpy(out, isnan(x) ? "nan" : x < 0 ? "-inf" : "inf");
+        return strlen(out);
+    }
     if (x == 0) {
         strcpy(out, signbit(x) ? "-0.0" : "0.0");
         return strlen(out);
@@ -463,7 +469,7 @@ static int scratch_key(jw *w, const ckpt_value *k, int nested, unsigned depth)
         x = ckpt_value_float(k);
         if ((s = nonfinite_name(x)) != NULL)
             return scratch_str(w, s);
-        n = float_repr(x, tmp);
+        n = ckpt_float_repr(x, tmp);
         return scratch_add(w, tmp, n);
     case CKPT_V_STR:
         s = ckpt_value_text(k, &n);
@@ -613,6 +619,8 @@ static int put_ref(jw *w, size_t id)
 {
     size_t chain[JSON_MAX_DEPTH + 1];
     size_t depth = 0, n;
+    if (id == w->ref_id) /* the same shared value again: its path is known */
+        goto write;
     w->scratch_len = 0;
     if (scratch_add(w, "", 0) != 0)
         return -1;
@@ -627,9 +635,19 @@ static int put_ref(jw *w, size_t id)
         if (depth > 0 && scratch_add(w, ".", 1) != 0)
             return -1;
     }
+    {
+        char *r = realloc(w->ref, w->scratch_len + 1);
+        if (!r)
+            return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
+        memcpy(r, w->scratch, w->scratch_len + 1);
+        w->ref = r;
+        w->ref_len = w->scratch_len;
+        w->ref_id = id;
+    }
+write:
     if (puts_(w, w->indent > 0 ? "{\"$ref\": " : "{\"$ref\":") != 0)
         return -1;
-    if (put_string(w, w->scratch, w->scratch_len) != 0)
+    if (put_string(w, w->ref, w->ref_len) != 0)
         return -1;
     return putc_(w, '}');
 }
@@ -790,7 +808,7 @@ static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
         x = ckpt_value_float(v);
         if ((s = nonfinite_name(x)) != NULL)
             return put_string(w, s, strlen(s));
-        n = float_repr(x, tmp);
+        n = ckpt_float_repr(x, tmp);
         return put(w, tmp, n);
     case CKPT_V_STR:
         s = ckpt_value_text(v, &n);
@@ -880,5 +898,6 @@ CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
     free(w.nodes);
     free(w.slots);
     free(w.scratch);
+    free(w.ref);
     return r == 0 && !w.failed ? 0 : -1;
 }
