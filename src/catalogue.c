@@ -508,6 +508,7 @@ void ckpt_close(ckpt_file *f) {
     free(f->zip);
     free(f->zip_storage);
     free(f->zip_data_num);
+    ck_inflater_free(f->inflater);
     ck_arena_free(&f->arena);
     free(f);
 }

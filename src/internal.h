@@ -229,6 +229,9 @@ typedef struct ck_storage {
 
 /* ---- the open file ----------------------------------------------------- */
 
+typedef struct ck_inflater ck_inflater; /* zip.c: a resumable inflate cursor */
+void ck_inflater_free(ck_inflater *st);
+
 typedef struct ck_zip_entry {
     const char *name;
     size_t name_len;
@@ -275,6 +278,7 @@ struct ckpt_file {
     ck_map zip_names;
     size_t *zip_storage;  /* per record: storage index + 1, 0 none */
     size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
+    ck_inflater *inflater; /* when records are deflated: sequential reads resume */
     size_t nzip_data_num;
     /* TAR members used by the reader */
     const char *pickle_label;

@@ -17,7 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include <zlib.h>
+
+/* Inflate state: where one pass over a deflated record has got to. */
+struct ck_inflater {
+    mtx_t lock;            /* the file's cursor: one reader at a time */
+    z_stream zs;
+    bool live;             /* zs is initialised */
+    const ck_zip_entry *z; /* the record it is inflating */
+    uint64_t in_pos, out_pos;
+    uint8_t in[1 << 16], tmp[1 << 16];
+};
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -186,6 +197,15 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
         }
         p += total;
         f->nzip++;
+        if (z->method == 8 && !f->inflater) {
+            ck_inflater *st = calloc(1, sizeof *st);
+            if (!st || mtx_init(&st->lock, mtx_plain) != thrd_success) {
+                free(st);
+                ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                goto out;
+            }
+            f->inflater = st;
+        }
     }
     /* local headers: where each record's bytes start */
     for (size_t i = 0; i < f->nzip; i++) {
@@ -273,70 +293,102 @@ static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
 /* Inflate bytes [off, off+n) of a deflated record into out.  When crc is not
  * NULL it also accumulates the CRC-32 of the bytes before off, which makes
  * inflate_range_crc(f, z, z->size, NULL, 0, &crc, err) one streaming pass. */
-static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
-                             uLong *crc, ckpt_error *err) {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
-    size_t chunk = 1 << 16;
-    uint8_t *in = malloc(chunk), *tmp = malloc(chunk);
-    int rc = -1;
-    if (!in || !tmp) {
-        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        goto done;
+static void inflater_end(ck_inflater *st) {
+    if (st->live) inflateEnd(&st->zs);
+    st->live = false;
+    st->z = NULL;
+}
+
+/* Bytes [off, off+n) of the record's output into out, continuing from
+ * where st stopped when it is on this record and not past `off` (so that
+ * sequential chunked reads cost one pass, not one pass each). */
+static int inflate_from(const ckpt_file *f, ck_inflater *st, const ck_zip_entry *z, uint64_t off, void *out,
+                        size_t n, uLong *crc, ckpt_error *err) {
+    if (!st->live || st->z != z || st->out_pos > off) {
+        inflater_end(st);
+        memset(&st->zs, 0, sizeof st->zs);
+        if (inflateInit2(&st->zs, -MAX_WBITS) != Z_OK) return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
+        st->live = true;
+        st->z = z;
+        st->in_pos = st->out_pos = 0;
     }
-    uint64_t in_pos = 0, out_pos = 0, want_end = off + n;
+    z_stream *zs = &st->zs;
+    const size_t chunk = sizeof st->in;
+    uint64_t want_end = off + n;
     uint8_t *dst = out;
-    while (out_pos < want_end) {
-        if (zs.avail_in == 0) {
-            if (in_pos == z->comp_size) {
-                ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' ends early", z->name);
-                goto done;
+    while (st->out_pos < want_end) {
+        if (zs->avail_in == 0) {
+            if (st->in_pos == z->comp_size) {
+                inflater_end(st);
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' ends early", z->name);
             }
-            uint64_t k = z->comp_size - in_pos < chunk ? z->comp_size - in_pos : chunk;
-            if (ck_read(&f->src, z->data_off + in_pos, in, (size_t)k, z->name, err)) goto done;
-            in_pos += k;
-            zs.next_in = in;
-            zs.avail_in = (uInt)k;
+            uint64_t k = z->comp_size - st->in_pos < chunk ? z->comp_size - st->in_pos : chunk;
+            if (ck_read(&f->src, z->data_off + st->in_pos, st->in, (size_t)k, z->name, err)) {
+                inflater_end(st);
+                return -1;
+            }
+            st->in_pos += k;
+            zs->next_in = st->in;
+            zs->avail_in = (uInt)k;
         }
         /* inflate straight into the caller's buffer once we reach `off` */
         uint8_t *o;
         size_t room;
-        if (out_pos >= off) {
-            o = dst + (out_pos - off);
-            room = (size_t)(want_end - out_pos);
+        if (st->out_pos >= off) {
+            o = dst + (st->out_pos - off);
+            room = (size_t)(want_end - st->out_pos);
             if (room > (1u << 30)) room = 1u << 30;
         } else {
-            o = tmp;
-            room = off - out_pos < chunk ? (size_t)(off - out_pos) : chunk;
+            o = st->tmp;
+            room = off - st->out_pos < chunk ? (size_t)(off - st->out_pos) : chunk;
         }
-        zs.next_out = o;
-        zs.avail_out = (uInt)room;
-        int r = inflate(&zs, Z_NO_FLUSH);
-        if (r != Z_OK && r != Z_STREAM_END && !(r == Z_BUF_ERROR && zs.avail_in == 0)) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + in_pos),
-                    "deflated record '%s' is corrupt (%s)", z->name, zs.msg ? zs.msg : "inflate error");
-            goto done;
+        zs->next_out = o;
+        zs->avail_out = (uInt)room;
+        int r = inflate(zs, Z_NO_FLUSH);
+        if (r != Z_OK && r != Z_STREAM_END && !(r == Z_BUF_ERROR && zs->avail_in == 0)) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + st->in_pos), "deflated record '%s' is corrupt (%s)",
+                    z->name, zs->msg ? zs->msg : "inflate error");
+            inflater_end(st);
+            return -1;
         }
-        if (crc && o == tmp) *crc = crc32(*crc, tmp, (uInt)(room - zs.avail_out));
-        out_pos += room - zs.avail_out;
-        if (r == Z_STREAM_END && out_pos < want_end) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' is shorter than declared",
-                    z->name);
-            goto done;
+        if (crc && o == st->tmp) *crc = crc32(*crc, st->tmp, (uInt)(room - zs->avail_out));
+        st->out_pos += room - zs->avail_out;
+        if (r == Z_STREAM_END && st->out_pos < want_end) {
+            inflater_end(st);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' is shorter than declared",
+                           z->name);
         }
     }
-    rc = 0;
-done:
-    inflateEnd(&zs);
-    free(in);
-    free(tmp);
+    return 0;
+}
+
+static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
+                             uLong *crc, ckpt_error *err) {
+    ck_inflater *st = malloc(sizeof *st);
+    if (!st) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    st->live = false;
+    int rc = inflate_from(f, st, z, off, out, n, crc, err);
+    inflater_end(st);
+    free(st);
     return rc;
 }
 
+/* Plain reads share the file's cursor. */
 static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
                          ckpt_error *err) {
-    return inflate_range_crc(f, z, off, out, n, NULL, err);
+    ck_inflater *st = f->inflater;
+    if (!st) return inflate_range_crc(f, z, off, out, n, NULL, err);
+    if (mtx_lock(&st->lock) != thrd_success) return ck_fail(err, CKPT_E_IO, -1, "cannot lock the inflate cursor");
+    int rc = inflate_from(f, st, z, off, out, n, NULL, err);
+    mtx_unlock(&st->lock);
+    return rc;
+}
+
+void ck_inflater_free(ck_inflater *st) {
+    if (!st) return;
+    inflater_end(st);
+    mtx_destroy(&st->lock);
+    free(st);
 }
 
 int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
