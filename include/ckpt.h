@@ -106,9 +106,13 @@ typedef struct ckpt_options {
     uint32_t max_stack;        /* pickle stack depth plus marks */
     uint32_t max_depth;        /* how deeply values may nest when walked
                                   (at most 2048: the walk uses C stack) */
-    uint32_t max_memo;         /* distinct memo entries in one pickle */
+    uint32_t max_memo;         /* memo keys in one pickle: a key must be below
+                                  max_memo + the pickle's length in bytes */
     uint64_t max_expansion;    /* nodes visited by one walk of the value tree
-                                  (against memo/DUP "billion laughs" sharing) */
+                                  and words copied out of shared values
+                                  (against memo/DUP "billion laughs"
+                                  sharing), plus half a step per pickle byte
+                                  so that big honest state dicts fit */
     uint32_t max_entries;      /* archive records, storages, tensors */
     uint32_t max_rank;         /* dimensions of one tensor (at most 64) */
     const char *key;           /* top-level key to select ("state_dict", ...)

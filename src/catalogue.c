@@ -188,10 +188,10 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     if (depth > w->f->opt.max_depth)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'", w->f->opt.max_depth,
                        w->name ? w->name : "");
-    if (++w->visits > w->f->opt.max_expansion)
+    if (++w->visits > ck_budget(w->f, w->f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, -1,
                        "walking the object visits more than %llu values (shared references expand too much)",
-                       (unsigned long long)w->f->opt.max_expansion);
+                       (unsigned long long)ck_budget(w->f, w->f->pickle_bytes));
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     if (w->onpath[v->id]) { /* being walked above (a cycle), or known to hold no tensor */
@@ -302,10 +302,10 @@ static int emit(walker *w, const ckpt_value *v) {
      * again under another name (shared references) costs more, so that
      * sharing cannot multiply the listings. */
     w->visits += 24 + w->len / 8 + (t->listed ? 256 : 0);
-    if (w->visits > f->opt.max_expansion)
+    if (w->visits > ck_budget(f, f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
                        "listing the tensors takes more than %llu steps (shared references expand too much; "
-                       "names too long)", (unsigned long long)f->opt.max_expansion);
+                       "names too long)", (unsigned long long)ck_budget(f, f->pickle_bytes));
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];

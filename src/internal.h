@@ -255,6 +255,7 @@ struct ckpt_file {
     ckpt_value *sel;     /* selected key's value or root */
     uint32_t next_id;
     uint64_t copies;     /* pickle.c: words copied out of shared values, all pickles */
+    uint64_t pickle_bytes; /* bytes of the pickles run so far */
 
     ck_storage *storages;
     size_t nstorages, cap_storages;
@@ -283,6 +284,14 @@ struct ckpt_file {
     /* TAR members used by the reader */
     const char *pickle_label;
 };
+
+/* The expansion budget: max_expansion plus half a step per pickle byte, so
+ * that a big honest state dict (about 0.3 steps per byte) always fits while
+ * sharing tricks in a small file still run out. */
+static inline uint64_t ck_budget(const ckpt_file *f, uint64_t pickle_bytes) {
+    uint64_t b = f->opt.max_expansion + pickle_bytes / 2;
+    return b < f->opt.max_expansion ? UINT64_MAX : b;
+}
 
 /* Grow a malloc'd array so it can hold `need` items (checked). */
 int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);

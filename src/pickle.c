@@ -176,11 +176,12 @@ static int reserve(machine *m, ckpt_value *v, size_t n) {
 }
 
 static int copied(machine *m, uint64_t words) {
-    /* at most max_expansion words, and at most 4 Mi words more than the
+    /* at most max_expansion words, and at most 1 Mi words more than the
      * file has bytes: a real big string or list is copied once, a shared
      * one copied again and again runs out */
-    uint64_t cap = ((uint64_t)1 << 22) + m->f->src.size;
-    if (cap > m->f->opt.max_expansion) cap = m->f->opt.max_expansion;
+    uint64_t cap = ((uint64_t)1 << 20) + m->f->src.size;
+    uint64_t budget = ck_budget(m->f, m->f->pickle_bytes + m->in->len);
+    if (cap > budget) cap = budget;
     m->f->copies += words;
     if (m->f->copies > cap)
         return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
@@ -260,9 +261,12 @@ static int line(machine *m, const char **s, size_t *n) {
  * below max_memo, so a hostile key cannot ask for a huge array. */
 
 static int memo_put(machine *m, uint64_t key) {
-    if (key >= m->f->opt.max_memo)
-        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %u", (unsigned long long)key,
-                    m->f->opt.max_memo);
+    /* a pickler numbers its memo entries one per memoizing opcode, so an
+     * honest key is below the pickle's length; max_memo is the slack */
+    uint64_t limit = (uint64_t)m->f->opt.max_memo + m->in->len;
+    if (key >= limit)
+        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu (max_memo + pickle length)",
+                    (unsigned long long)key, (unsigned long long)limit);
     ckpt_value *v = top(m);
     if (!v) return -1;
     if (key >= m->mcap2) {
@@ -1282,6 +1286,7 @@ int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
     if (r == 0) {
         *out = res;
         *used = (size_t)(m.p - in->buf);
+        f->pickle_bytes += *used;
     }
     free(m.stack);
     free(m.marks);
@@ -1335,6 +1340,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         in.len = (size_t)win;
         in.more = win < avail;
         size_t u = 0, ng = f->nglobals, nn = f->nnotes;
+        uint64_t copies = f->copies;
         int r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1 && win == cap) {
@@ -1353,6 +1359,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         }
         f->nglobals = ng; /* forget what the cut-short attempt recorded */
         f->nnotes = nn;
+        f->copies = copies; /* and what it copied: the same verdict as from memory */
         win = win * 16 < cap ? win * 16 : cap; /* values built so far stay in the arena */
     }
 }
