@@ -1,0 +1,432 @@
+/*
+ * test_limits.c - every limit in ckpt_options holds, at its default and when
+ * lowered: a file just inside a limit opens, one just beyond gets
+ * CKPT_E_LIMIT (never a crash, never a different code).  Hand-made bytes:
+ * plain pickles and legacy streams built here.
+ */
+#include "ckpt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            failures++;                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+        }                                                  \
+    } while (0)
+
+/* ---- a byte buffer --------------------------------------------------- */
+
+typedef struct buf {
+    uint8_t *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *s, size_t n) {
+    if (b->cap - b->n < n) {
+        size_t c = b->cap ? b->cap : 256;
+        while (c - b->n < n) c *= 2;
+        b->p = realloc(b->p, c);
+        if (!b->p) abort();
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+#define PUTL(b, lit) put(b, lit, sizeof lit - 1) /* a literal that may hold NUL bytes */
+static void putc_(buf *b, int c) {
+    uint8_t x = (uint8_t)c;
+    put(b, &x, 1);
+}
+static void rep(buf *b, const char *s, int n) {
+    for (int i = 0; i < n; i++) puts_(b, s);
+}
+static void uni(buf *b, const char *s) { /* BINUNICODE */
+    uint32_t n = (uint32_t)strlen(s);
+    uint8_t h[5] = {'X', (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+    put(b, h, 5);
+    put(b, s, n);
+}
+static void bint(buf *b, int v) { /* BININT1 / BININT2 */
+    if (v < 256) {
+        putc_(b, 'K');
+        putc_(b, v);
+    } else {
+        putc_(b, 'M');
+        putc_(b, v & 255);
+        putc_(b, v >> 8);
+    }
+}
+
+/* ---- running ----------------------------------------------------------- */
+
+/* Open, read every tensor, write JSON: the first error's code, or CKPT_OK. */
+static int sink(void *ctx, const char *s, size_t n) {
+    (void)ctx, (void)s, (void)n;
+    return 0;
+}
+
+static ckpt_code run(const buf *b, const ckpt_options *opt, ckpt_error *err, size_t *ntensors) {
+    memset(err, 0, sizeof *err);
+    ckpt_file *f = ckpt_open_memory(b->p, b->n, opt, err);
+    if (ntensors) *ntensors = 0;
+    if (!f) {
+        CHECK(err->code != CKPT_OK && err->message[0], "failure without code or message");
+        return err->code;
+    }
+    if (ntensors) *ntensors = ckpt_tensor_count(f);
+    ckpt_code code = CKPT_OK;
+    for (size_t i = 0; i < ckpt_tensor_count(f) && code == CKPT_OK; i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        void *p = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+        if (ckpt_tensor_read(f, t, p, (size_t)t->nbytes, err) != 0) code = err->code;
+        free(p);
+    }
+    if (code == CKPT_OK && ckpt_value_to_json(f, NULL, 0, sink, NULL, err) != 0) code = err->code;
+    ckpt_close(f);
+    return code;
+}
+
+static void expect(const char *what, const buf *b, const ckpt_options *opt, ckpt_code want, const char *sub) {
+    ckpt_error err;
+    ckpt_code got = run(b, opt, &err, NULL);
+    CHECK(got == want, "%s: expected %s, got %s: %s", what, ckpt_code_name(want), ckpt_code_name(got),
+          got ? err.message : "");
+    if (got == want && sub) CHECK(strstr(err.message, sub) != NULL, "%s: message '%s' lacks '%s'", what, err.message, sub);
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static const char LEGACY_PREFIX[] =
+    "\x80\x02\x8a\x0al\xfc\x9c\x46\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.\x80\x02}q\x00(X\x10\x00\x00\x00"
+    "protocol_versionq\x01M\xe9\x03X\x0d\x00\x00\x00little_endianq\x02\x88X\x0a\x00\x00\x00type_sizesq\x03"
+    "}q\x04(X\x05\x00\x00\x00shortq\x05K\x02X\x03\x00\x00\x00intq\x06K\x04X\x04\x00\x00\x00longq\x07K\x04uu.";
+
+/* A legacy stream: `ntensors` float tensors "t0".. of rank `rank` (all
+ * dims 1 but the last, `numel`), each over its own storage. */
+static void legacy(buf *b, int ntensors, int rank, int numel) {
+    put(b, LEGACY_PREFIX, sizeof LEGACY_PREFIX - 1);
+    puts_(b, "\x80\x02}(");
+    for (int k = 0; k < ntensors; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "t%d", k);
+        uni(b, key);
+        puts_(b, "ctorch._utils\n_rebuild_tensor_v2\n((");
+        uni(b, "storage");
+        puts_(b, "ctorch\nFloatStorage\n");
+        snprintf(key, sizeof key, "%d", k);
+        uni(b, key);
+        uni(b, "cpu");
+        bint(b, numel);
+        PUTL(b, "NtQK\x00(");
+        for (int d = 0; d < rank; d++) bint(b, d == rank - 1 ? numel : 1);
+        puts_(b, "t(");
+        for (int d = 0; d < rank; d++) bint(b, d == rank - 1 ? 1 : numel);
+        puts_(b, "t\x89}tR");
+    }
+    puts_(b, "u.\x80\x02](");
+    for (int k = 0; k < ntensors; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        uni(b, key);
+    }
+    puts_(b, "e.");
+    for (int k = 0; k < ntensors; k++) {
+        uint8_t cnt[8] = {(uint8_t)numel, (uint8_t)(numel >> 8)};
+        put(b, cnt, 8);
+        for (int i = 0; i < numel; i++) put(b, "\0\0\x80\x3f", 4);
+    }
+}
+
+/* ---- a TAR with many tiny pickles, read through a counting reader ------ */
+
+static void tar_header(buf *b, const char *name, size_t size) {
+    uint8_t h[512];
+    memset(h, 0, sizeof h);
+    snprintf((char *)h, 100, "%s", name);
+    snprintf((char *)h + 100, 8, "%07o", 0644);
+    snprintf((char *)h + 108, 8, "%07o", 0);
+    snprintf((char *)h + 116, 8, "%07o", 0);
+    snprintf((char *)h + 124, 12, "%011zo", size);
+    snprintf((char *)h + 136, 12, "%011o", 0);
+    h[156] = '0';
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    put(b, h, 512);
+}
+
+static void tar_member(buf *b, const char *name, const buf *m) {
+    static const uint8_t zero[512];
+    tar_header(b, name, m->n);
+    put(b, m->p, m->n);
+    put(b, zero, (512 - m->n % 512) % 512);
+}
+
+typedef struct counting {
+    const buf *b;
+    uint64_t bytes;
+} counting;
+
+static int counting_read(void *opaque, uint64_t off, void *dst, size_t n) {
+    counting *c = opaque;
+    if (off > c->b->n || n > c->b->n - off) return -1;
+    memcpy(dst, c->b->p + off, n);
+    c->bytes += n;
+    return 0;
+}
+
+/* 20000 empty storages: 20001 pickles in one member.  Reading them through
+ * a reader must cost about the member's size, not 20000 x a big window. */
+static void linear_reads(void) {
+    buf st = {0}, te = {0}, pk = {0}, si = {0}, tar = {0};
+    int n = 20000;
+    PUTL(&st, "\x80\x02M");
+    putc_(&st, n & 255);
+    putc_(&st, n >> 8);
+    puts_(&st, ".");
+    for (int k = 0; k < n; k++) {
+        PUTL(&st, "\x80\x02(M");
+        putc_(&st, k & 255);
+        putc_(&st, k >> 8);
+        uni(&st, "cpu");
+        puts_(&st, "ctorch\nFloatStorage\nt.");
+        put(&st, "\0\0\0\0\0\0\0\0", 8);
+    }
+    puts_(&st, "\x80\x02].");
+    PUTL(&te, "\x80\x02K\x00.");
+    puts_(&pk, "\x80\x02}.");
+    puts_(&si, "\x80\x02}.");
+    tar_member(&tar, "sys_info", &si);
+    tar_member(&tar, "storages", &st);
+    tar_member(&tar, "tensors", &te);
+    tar_member(&tar, "pickle", &pk);
+    counting c = {&tar, 0};
+    ckpt_reader rd = {counting_read, NULL, &c, tar.n};
+    ckpt_error err;
+    ckpt_file *f = ckpt_open_reader(&rd, NULL, &err);
+    CHECK(f != NULL, "TAR of 20000 storages: %s", err.message);
+    CHECK(ckpt_storage_count(f) == (size_t)n, "TAR of 20000 storages: %zu storages", ckpt_storage_count(f));
+    CHECK(c.bytes < 64 * (uint64_t)tar.n, "TAR of %zu bytes read %llu bytes through the reader", tar.n,
+          (unsigned long long)c.bytes);
+    ckpt_close(f);
+    free(st.p), free(te.p), free(pk.p), free(si.p), free(tar.p);
+}
+
+static void reset(buf *b) { b->n = 0; }
+
+int main(void) {
+    ckpt_options opt;
+    buf b = {0};
+
+    /* defaults as documented */
+    ckpt_options_init(&opt);
+    CHECK(opt.max_pickle_bytes == CKPT_DEFAULT_MAX_PICKLE_BYTES, "default max_pickle_bytes");
+    CHECK(opt.max_tensor_bytes == CKPT_DEFAULT_MAX_TENSOR_BYTES, "default max_tensor_bytes");
+    CHECK(opt.max_ops == CKPT_DEFAULT_MAX_OPS, "default max_ops");
+    CHECK(opt.max_stack == CKPT_DEFAULT_MAX_STACK, "default max_stack");
+    CHECK(opt.max_depth == CKPT_DEFAULT_MAX_DEPTH && opt.max_depth >= 1000, "default max_depth");
+    CHECK(opt.max_memo == CKPT_DEFAULT_MAX_MEMO, "default max_memo");
+    CHECK(opt.max_expansion == CKPT_DEFAULT_MAX_EXPANSION, "default max_expansion");
+    CHECK(opt.max_entries == CKPT_DEFAULT_MAX_ENTRIES, "default max_entries");
+    CHECK(opt.max_rank == CKPT_DEFAULT_MAX_RANK && opt.max_rank == 64, "default max_rank");
+
+    /* a legacy stream that is fine */
+    legacy(&b, 3, 2, 4);
+    size_t nt;
+    ckpt_error err;
+    CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 3, "legacy base file: %s", err.message);
+
+    /* max_pickle_bytes: a plain pickle of 1001 bytes */
+    reset(&b);
+    puts_(&b, "\x80\x02(");
+    rep(&b, "N", 996);
+    puts_(&b, "l."); /* 1001 bytes */
+    ckpt_options_init(&opt);
+    opt.max_pickle_bytes = 1000;
+    expect("max_pickle_bytes", &b, &opt, CKPT_E_LIMIT, "limit");
+    opt.max_pickle_bytes = 1001;
+    expect("max_pickle_bytes (fits)", &b, &opt, CKPT_OK, NULL);
+    /* a string longer than the limit, and one longer than the file */
+    reset(&b);
+    puts_(&b, "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f.");
+    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit");
+    reset(&b);
+    PUTL(&b, "\x80\x04\x8d\x00\x00\x01\x00\x00\x00\x00\x00.");
+    expect("string beyond the bytes left", &b, NULL, CKPT_E_PICKLE, "truncated");
+
+    /* max_ops */
+    reset(&b);
+    puts_(&b, "\x80\x02");
+    rep(&b, "N0", 100);
+    puts_(&b, "N.");
+    ckpt_options_init(&opt);
+    opt.max_ops = 202;
+    expect("max_ops", &b, &opt, CKPT_E_LIMIT, "opcodes");
+    opt.max_ops = 203;
+    expect("max_ops (fits)", &b, &opt, CKPT_OK, NULL);
+
+    /* max_stack: values, then marks */
+    reset(&b);
+    puts_(&b, "\x80\x02(");
+    rep(&b, "N", 100);
+    puts_(&b, "l.");
+    ckpt_options_init(&opt);
+    opt.max_stack = 100;
+    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack");
+    opt.max_stack = 101;
+    expect("max_stack (fits)", &b, &opt, CKPT_OK, NULL);
+    reset(&b);
+    puts_(&b, "\x80\x02");
+    rep(&b, "(", 100);
+    puts_(&b, "N");
+    rep(&b, "l", 100);
+    puts_(&b, ".");
+    opt.max_stack = 50;
+    expect("max_stack (marks)", &b, &opt, CKPT_E_LIMIT, "stack");
+
+    /* max_depth: lists nested 20 deep */
+    reset(&b);
+    puts_(&b, "\x80\x02");
+    rep(&b, "]", 20);
+    rep(&b, "a", 19);
+    puts_(&b, ".");
+    ckpt_options_init(&opt);
+    opt.max_depth = 10;
+    expect("max_depth", &b, &opt, CKPT_E_LIMIT, "nest deeper");
+    opt.max_depth = 30;
+    expect("max_depth (fits)", &b, &opt, CKPT_OK, NULL);
+    /* the default handles 100000 levels without a stack overflow */
+    reset(&b);
+    puts_(&b, "\x80\x02");
+    rep(&b, "]", 100000);
+    rep(&b, "a", 99999);
+    puts_(&b, ".");
+    expect("100000 nested lists", &b, NULL, CKPT_E_LIMIT, "nest deeper");
+    /* a caller raising max_depth cannot make the walk overflow the C stack */
+    ckpt_options_init(&opt);
+    opt.max_depth = 1u << 30;
+    expect("100000 nested lists, max_depth 2**30", &b, &opt, CKPT_E_LIMIT, "nest deeper than 2048");
+
+    /* max_memo */
+    reset(&b);
+    puts_(&b, "\x80\x04N");
+    rep(&b, "\x94", 100);
+    puts_(&b, ".");
+    ckpt_options_init(&opt);
+    opt.max_memo = 0; /* 100 MEMOIZE in a 104-byte pickle: keys 0..99 fit under 0 + 104 */
+    expect("max_memo (MEMOIZE fits the pickle's length)", &b, &opt, CKPT_OK, NULL);
+    reset(&b);
+    PUTL(&b, "\x80\x02Nr\x00\x01\x00\x00.");
+    opt.max_memo = 50;
+    expect("max_memo (key 256 in a 9-byte pickle)", &b, &opt, CKPT_E_LIMIT, "memo");
+    opt.max_memo = 300;
+    expect("max_memo (fits)", &b, &opt, CKPT_OK, NULL);
+    reset(&b);
+    PUTL(&b, "\x80\x02Nr\x00\x00\x00\x40.");
+    expect("memo key 2**30", &b, NULL, CKPT_E_LIMIT, "memo");
+
+    /* max_expansion: list(L) of a shared list of 100 items, 20 times: 2000
+     * words copied, against 999 + half a step per pickle byte (~1100) */
+    reset(&b);
+    puts_(&b, "\x80\x02(");
+    rep(&b, "N", 100);
+    puts_(&b, "lq\x01" "0cbuiltins\nlist\nq\x02" "0(");
+    rep(&b, "h\x02h\x01\x85R", 20);
+    puts_(&b, "l.");
+    ckpt_options_init(&opt);
+    opt.max_expansion = 999;
+    expect("max_expansion (copies)", &b, &opt, CKPT_E_LIMIT, "shared");
+    opt.max_expansion = 100000;
+    expect("max_expansion (copies fit)", &b, &opt, CKPT_OK, NULL);
+    /* and the walk: one tensor under 2**10 names */
+    reset(&b);
+    put(&b, LEGACY_PREFIX, sizeof LEGACY_PREFIX - 1);
+    puts_(&b, "\x80\x02}");
+    uni(&b, "t");
+    puts_(&b, "ctorch._utils\n_rebuild_tensor_v2\n((");
+    uni(&b, "storage");
+    puts_(&b, "ctorch\nFloatStorage\n");
+    uni(&b, "0");
+    uni(&b, "cpu");
+    PUTL(&b, "K\x04NtQK\x00K\x04\x85K\x01\x85\x89}tRsq\x00" "0");
+    for (int k = 1; k <= 10; k++) {
+        char op[16];
+        puts_(&b, "}(");
+        uni(&b, "a");
+        snprintf(op, sizeof op, "h%c", k - 1);
+        put(&b, op, 2);
+        uni(&b, "b");
+        put(&b, op, 2);
+        snprintf(op, sizeof op, "uq%c0", k);
+        put(&b, op, 4);
+    }
+    puts_(&b, "h\x0a.\x80\x02]");
+    uni(&b, "0");
+    puts_(&b, "a.");
+    put(&b, "\x04\0\0\0\0\0\0\0", 8);
+    for (int i = 0; i < 4; i++) PUTL(&b, "\0\0\x80\x3f");
+    CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 1024, "1024 names of one tensor: %s (%zu)", err.message, nt);
+    ckpt_options_init(&opt);
+    opt.max_expansion = 5000;
+    expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "shared references");
+
+    /* max_entries: storages, tensors */
+    reset(&b);
+    legacy(&b, 3, 1, 2);
+    ckpt_options_init(&opt);
+    opt.max_entries = 2;
+    expect("max_entries", &b, &opt, CKPT_E_LIMIT, "more than 2");
+    opt.max_entries = 6; /* 3 storages, 3 tensors, 6 GLOBAL opcodes (not memoized here) */
+    expect("max_entries (fits)", &b, &opt, CKPT_OK, NULL);
+
+    /* max_rank, clamped to 64 */
+    reset(&b);
+    legacy(&b, 1, 5, 2);
+    ckpt_options_init(&opt);
+    opt.max_rank = 4;
+    expect("max_rank", &b, &opt, CKPT_E_LIMIT, "5 dimensions");
+    opt.max_rank = 5;
+    expect("max_rank (fits)", &b, &opt, CKPT_OK, NULL);
+    reset(&b);
+    legacy(&b, 1, 65, 2);
+    opt.max_rank = 1000;
+    expect("rank 65 with max_rank 1000", &b, &opt, CKPT_E_LIMIT, "65 dimensions");
+    reset(&b);
+    legacy(&b, 1, 64, 2);
+    expect("rank 64", &b, &opt, CKPT_OK, NULL);
+
+    /* max_tensor_bytes: 16 floats = 64 bytes */
+    reset(&b);
+    legacy(&b, 1, 1, 16);
+    ckpt_options_init(&opt);
+    opt.max_tensor_bytes = 63;
+    expect("max_tensor_bytes", &b, &opt, CKPT_E_LIMIT, "tensor size limit");
+    opt.max_tensor_bytes = 64;
+    expect("max_tensor_bytes (fits)", &b, &opt, CKPT_OK, NULL);
+
+    /* legacy element count must equal the declaration */
+    reset(&b);
+    legacy(&b, 1, 1, 4);
+    b.p[b.n - 16 - 8] = 5;
+    expect("legacy count mismatch", &b, NULL, CKPT_E_FORMAT, "declared 4");
+
+    linear_reads();
+
+    free(b.p);
+    printf("%s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
