@@ -183,6 +183,10 @@ static int copied(machine *m, uint64_t words) {
     uint64_t budget = ck_budget(m->f, m->f->pickle_bytes + m->in->len);
     if (cap > budget) cap = budget;
     m->f->copies += words;
+    if (m->f->copies > cap && m->in->more) { /* the budget grows with the pickle: see it whole */
+        m->need_more = 1;
+        return -1;
+    }
     if (m->f->copies > cap)
         return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
                     "(shared references expand too much)", (unsigned long long)cap);
@@ -264,6 +268,10 @@ static int memo_put(machine *m, uint64_t key) {
     /* a pickler numbers its memo entries one per memoizing opcode, so an
      * honest key is below the pickle's length; max_memo is the slack */
     uint64_t limit = (uint64_t)m->f->opt.max_memo + m->in->len;
+    if (key >= limit && m->in->more) { /* a window of a longer pickle: decide on the whole */
+        m->need_more = 1;
+        return -1;
+    }
     if (key >= limit)
         return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu (max_memo + pickle length)",
                     (unsigned long long)key, (unsigned long long)limit);
