@@ -11,33 +11,7 @@
 #include "harness.h"
 #include "build.h"
 
-static ckpt_file *open_ok_(const bb *b, const ckpt_options *o, const char *file, int line) {
-    ckpt_error e;
-    memset(&e, 0, sizeof e);
-    ckpt_file *f = ckpt_open_memory(b->p, b->n, o, &e);
-    if (f) {
-        ut_passed++;
-    } else {
-        ut_fail_at(file, line);
-        fprintf(stderr, "open failed: %s: %s (offset %lld)\n", ckpt_code_name(e.code), e.message,
-                (long long)e.offset);
-    }
-    return f;
-}
-#define OPEN_OK(b, o) open_ok_((b), (o), __FILE__, __LINE__)
 
-static ckpt_error open_fail(const bb *b, const ckpt_options *o) {
-    ckpt_error e;
-    memset(&e, 0, sizeof e);
-    ckpt_file *f = ckpt_open_memory(b->p, b->n, o, &e);
-    if (f) {
-        ckpt_close(f);
-        memset(&e, 0, sizeof e);
-        snprintf(e.message, sizeof e.message, "(opened)");
-        e.offset = -2;
-    }
-    return e;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Member builders                                                            */

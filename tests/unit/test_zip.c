@@ -15,32 +15,13 @@
 
 #include <math.h>
 
-static ckpt_file *open_ok_(const uint8_t *p, size_t n, const ckpt_options *o, const char *file, int line) {
-    ckpt_error e;
-    memset(&e, 0, sizeof e);
-    ckpt_file *f = ckpt_open_memory(p, n, o, &e);
-    if (f) {
-        ut_passed++;
-    } else {
-        ut_fail_at(file, line);
-        fprintf(stderr, "open failed: %s: %s (offset %lld)\n", ckpt_code_name(e.code), e.message,
-                (long long)e.offset);
-    }
-    return f;
-}
-#define OPEN_OK(z, o) open_ok_((z)->out.p, (z)->out.n, (o), __FILE__, __LINE__)
+/* The shared helpers of build.h, over a ZIP builder's output. */
+#undef OPEN_OK
+#define OPEN_OK(z, o) open_ok_(&(z)->out, (o), __FILE__, __LINE__)
 
-static ckpt_error open_fail(const uint8_t *p, size_t n, const ckpt_options *o) {
-    ckpt_error e;
-    memset(&e, 0, sizeof e);
-    ckpt_file *f = ckpt_open_memory(p, n, o, &e);
-    if (f) {
-        ckpt_close(f);
-        memset(&e, 0, sizeof e);
-        snprintf(e.message, sizeof e.message, "(opened)");
-        e.offset = -2;
-    }
-    return e;
+static ckpt_error open_fail_mem(const uint8_t *p, size_t n, const ckpt_options *o) {
+    bb b = {(uint8_t *)(uintptr_t)p, n, n};
+    return open_fail(&b, o);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -358,7 +339,7 @@ static void test_other_layouts(void) {
     zb_add(&z, "archive/data.pkl", p.p, p.n);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "ZIP64");
     }
@@ -369,7 +350,7 @@ static void test_other_layouts(void) {
     zb_add(&z, "archive/data/0", d0.p, d0.n);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "data.pkl");
     }
@@ -550,7 +531,7 @@ static void test_big_endian(void) {
     zb_add(&z, "archive/byteorder", "middle", 6);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "middle");
     }
@@ -714,7 +695,7 @@ static void test_key(void) {
     }
     o.key = "missing";
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, &o);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, &o);
         CHECK_EQ_INT(e.code, CKPT_E_NOTFOUND);
         CHECK_CONTAINS(e.message, "missing");
         CHECK_CONTAINS(e.message, "'state_dict', 'epoch', 'opt'");
@@ -764,7 +745,7 @@ static void test_errors(void) {
     SECTION("missing data record");
     one_tensor_zip(&z, "7", 12, 0, 12, d, 48, "archive/data/0");
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "archive/data/7");
         CHECK_CONTAINS(e.message, "missing");
@@ -775,7 +756,7 @@ static void test_errors(void) {
     SECTION("record shorter than its storage");
     one_tensor_zip(&z, "0", 12, 0, 12, d, 8, "archive/data/0");
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "archive/data/0");
         CHECK_CONTAINS(e.message, "8 bytes");
@@ -786,7 +767,7 @@ static void test_errors(void) {
     SECTION("view past the end of its storage");
     one_tensor_zip(&z, "0", 12, 2, 11, d, 48, "archive/data/0");
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "'w'");
         CHECK_CONTAINS(e.message, "byte 52");
@@ -809,7 +790,7 @@ static void test_errors(void) {
         zb_init(&z);
         zb_add(&z, "data.pkl", "\x80\x02N.", 4);
         zb_finish(&z);
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "root folder");
     }
@@ -818,7 +799,7 @@ static void test_errors(void) {
     SECTION("truncated archive");
     one_tensor_zip(&z, "0", 12, 0, 12, d, 48, "archive/data/0");
     for (size_t cut = 1; cut < 120; cut += 7) {
-        ckpt_error e = open_fail(z.out.p, z.out.n - cut, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n - cut, NULL);
         CHECK(e.code == CKPT_E_FORMAT || e.code == CKPT_E_PICKLE);
     }
     bb_free(&z.out);
@@ -909,7 +890,7 @@ static void test_v3(void) {
     zb_add(&z, "archive/data/0", f8, 8);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_PICKLE);
         CHECK_CONTAINS(e.message, "v3");
     }
@@ -985,7 +966,7 @@ static void test_tensor_billion_laughs(void) {
     ckpt_options_init(&o);
     o.max_expansion = 100000;
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, &o);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, &o);
         CHECK_EQ_INT(e.code, CKPT_E_LIMIT);
     }
     bb_free(&z.out);
@@ -1045,7 +1026,7 @@ static void test_skip_tensors(void) {
     zb_add(&z, "archive/data/0", d, sizeof d);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_UNSUPPORTED);
         CHECK_CONTAINS(e.message, "'sp'");
         CHECK_CONTAINS(e.message, "sparse");
@@ -1154,7 +1135,7 @@ static void test_naming(void) {
     zb_add(&z, "archive/data/0", d, sizeof d);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "'a.b'");
     }
@@ -1171,7 +1152,7 @@ static void test_archive_kinds(void) {
     zb_add(&z, "archive/data.pkl", "\x80\x02N.", 4);
     zb_finish(&z);
     {
-        ckpt_error e = open_fail(z.out.p, z.out.n, NULL);
+        ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
         CHECK_EQ_INT(e.code, CKPT_E_FORMAT);
         CHECK_CONTAINS(e.message, "twice");
     }
