@@ -95,7 +95,7 @@ typedef struct ckpt_global_ref {
 #define CKPT_DEFAULT_MAX_STACK         (1u << 22)     /* stack + mark entries */
 #define CKPT_DEFAULT_MAX_DEPTH         1000u          /* nesting of values    */
 #define CKPT_DEFAULT_MAX_MEMO          (1u << 22)     /* memo entries         */
-#define CKPT_DEFAULT_MAX_EXPANSION     (1ull << 24)   /* nodes a walk may visit */
+#define CKPT_DEFAULT_MAX_EXPANSION     (1ull << 22)   /* nodes a walk may visit (+ pickle bytes / 2) */
 #define CKPT_DEFAULT_MAX_ENTRIES       (1u << 22)     /* ZIP/TAR records, storages */
 #define CKPT_DEFAULT_MAX_RANK          64u            /* tensor dimensions    */
 

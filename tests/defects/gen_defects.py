@@ -494,6 +494,13 @@ def pickle_defects():
     for k in range(1, 80):
         b += MARK + get(k - 1) + get(k - 1) + get(k - 1) + LIST + put(k) + POP
     defect('pkl_billion_laughs_memo.pkl', b + get(79) + STOP, 'ok')
+    # sharing that the walk cannot cut short: each shared list also holds the
+    # root, so every walk of it meets a cycle through a value above it
+    b = P + EMPTY_LIST + put(0) + MARK + get(0) + LIST + put(1) + POP
+    for k in range(2, 42):
+        b += MARK + get(0) + get(k - 1) + get(k - 1) + LIST + put(k) + POP
+    defect('pkl_cycles_through_root_laughs.pkl', b + get(41) + APPEND + STOP, 'error',
+           'shared references expand too much')
     # the same sharing with a tensor at the bottom: 2**22 names
     # (tensor_laughs_4m_names.pt).  Copies out of shared values:
     pair = tup(u('k'), NONE) + put(1) + POP
