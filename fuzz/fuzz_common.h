@@ -189,4 +189,25 @@ static inline long fuzz_open_and_exercise(const uint8_t *data, size_t size, cons
     return n;
 }
 
+/* A growing byte buffer the targets assemble inputs in; put() returns -1
+ * when an allocation fails. */
+typedef struct buf {
+    uint8_t *p;
+    size_t n, cap;
+} buf;
+
+static inline int put(buf *b, const void *s, size_t n) {
+    if (b->cap - b->n < n) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c - b->n < n) c *= 2;
+        uint8_t *q = realloc(b->p, c);
+        if (!q) return -1;
+        b->p = q;
+        b->cap = c;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
 #endif

@@ -56,25 +56,6 @@ static void header(uint8_t *h, const char *name, uint64_t size, char type, int b
     set_checksum(h);
 }
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static int put(buf *b, const void *s, size_t n) {
-    if (b->cap - b->n < n) {
-        size_t c = b->cap ? b->cap : 8192;
-        while (c - b->n < n) c *= 2;
-        uint8_t *q = realloc(b->p, c);
-        if (!q) return -1;
-        b->p = q;
-        b->cap = c;
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
 static int member(buf *b, const char *name, const uint8_t *s, size_t n, uint8_t mode) {
     uint8_t h[512];
     static const uint8_t zero[512];

@@ -31,24 +31,6 @@ static const uint8_t good_pkl[] =
     "ctorch\nFloatStorage\nq\x02X\x01\x00\x00\x00\x30q\x03X\x03\x00\x00\x00\x63puq\x04K\x0ftq\x05"
     "QK\x00K\x05K\x03\x86q\x06K\x01K\x05\x86q\x07\x89\x63\x63ollections\nOrderedDict\nq\x08)Rq\ttq\nRq\x0b.";
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static int put(buf *b, const void *s, size_t n) {
-    if (b->cap - b->n < n) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c - b->n < n) c *= 2;
-        uint8_t *q = realloc(b->p, c);
-        if (!q) return -1;
-        b->p = q;
-        b->cap = c;
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
 static int le16(buf *b, uint32_t v) {
     uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
     return put(b, x, 2);
