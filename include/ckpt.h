@@ -98,6 +98,7 @@ typedef struct ckpt_global_ref {
 #define CKPT_DEFAULT_MAX_EXPANSION     (1ull << 22)   /* nodes a walk may visit (+ pickle bytes / 2) */
 #define CKPT_DEFAULT_MAX_ENTRIES       (1u << 22)     /* ZIP/TAR records, storages */
 #define CKPT_DEFAULT_MAX_RANK          64u            /* tensor dimensions    */
+#define CKPT_DEFAULT_MAX_MEMORY        (240ull << 20) /* metadata memory (+24 per pickle byte past 16 MiB) */
 
 typedef struct ckpt_options {
     uint64_t max_pickle_bytes; /* bytes of one pickle (data.pkl, a legacy pickle, ...) */
@@ -115,6 +116,17 @@ typedef struct ckpt_options {
                                   so that big honest state dicts fit */
     uint32_t max_entries;      /* archive records, storages, tensors */
     uint32_t max_rank;         /* dimensions of one tensor (at most 64) */
+    uint64_t max_memory;       /* memory one open file may hold for its
+                                  values, names and tables, the pickle
+                                  machine's stack and memo, and pickle
+                                  buffers; plus 24 bytes for every pickle
+                                  byte past the first 16 MiB (counting at
+                                  most the file's size), so that any input
+                                  under 16 MiB stays under max_memory while
+                                  a big honest checkpoint (8-15 bytes per
+                                  pickle byte) still opens.  0: no limit.
+                                  Tensor bytes are not counted: they are
+                                  read on request into the caller's buffer */
     const char *key;           /* top-level key to select ("state_dict", ...)
                                   or NULL for the whole object */
     int use_mmap;              /* ckpt_open(): map the file (zero-copy reads);

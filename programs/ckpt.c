@@ -46,6 +46,11 @@ static void print_usage(void)
           "  -h, --help     show this help; 'ckpt COMMAND --help' for a command\n"
           "  -V, --version  print the version\n"
           "\n"
+          "Environment:\n"
+          "  CKPT_MAX_MEMORY=MIB  memory for a file's metadata (values, names,\n"
+          "                       pickle buffers), default 240 MiB plus 24 bytes\n"
+          "                       per pickle byte past 16 MiB; 0: no limit\n"
+          "\n"
           "Exit status: 0 success, 1 failure (the file could not be read, ...),\n"
           "2 usage error, 3 'scan' found something dangerous.\n",
           stdout);
@@ -57,6 +62,8 @@ int main(int argc, char **argv)
     size_t i;
 
     cli_stdout_init();
+    if (cli_env_init() != 0)
+        return cli_stdout_finish(CLI_USAGE);
     if (argc < 2)
         return cli_stdout_finish(cli_usage_error("missing command"));
     arg = argv[1];

@@ -149,12 +149,40 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
 /* Files                                                                      */
 /* ------------------------------------------------------------------------ */
 
+static int max_memory_set;
+static uint64_t max_memory;
+
+int cli_env_init(void)
+{
+    const char *s = getenv("CKPT_MAX_MEMORY");
+    char *end;
+    unsigned long long mib;
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    mib = strtoull(s, &end, 10);
+    if (errno != 0 || *end != 0 || s[0] == '-' || mib > (UINT64_MAX >> 20)) {
+        cli_usage_error("CKPT_MAX_MEMORY must be a number of MiB (0: no limit), not '%s'", s);
+        return -1;
+    }
+    max_memory = (uint64_t)mib << 20;
+    max_memory_set = 1;
+    return 0;
+}
+
+void cli_options(ckpt_options *opt)
+{
+    ckpt_options_init(opt);
+    if (max_memory_set)
+        opt->max_memory = max_memory;
+}
+
 ckpt_file *cli_open(const char *path, const char *key)
 {
     ckpt_options opt;
     ckpt_error err;
     ckpt_file *f;
-    ckpt_options_init(&opt);
+    cli_options(&opt);
     opt.key = key;
     memset(&err, 0, sizeof err);
     err.offset = -1;

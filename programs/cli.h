@@ -71,6 +71,11 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
 
 /* ---- files -------------------------------------------------------------- */
 
+/* Read the environment (CKPT_MAX_MEMORY); 0, or -1 after a usage error. */
+int cli_env_init(void);
+/* ckpt_options_init() and what the environment asks for. */
+void cli_options(ckpt_options *opt);
+
 /* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
  * failure print the error (cli_file_error) and return NULL. */
 ckpt_file *cli_open(const char *path, const char *key);

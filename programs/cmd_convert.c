@@ -1071,7 +1071,7 @@ static int open_source(conv *c, const char *key)
         cli_error("%s: %s", c->path, why);
         return -1;
     }
-    ckpt_options_init(&opt);
+    cli_options(&opt);
     opt.key = key;
     memset(&rd, 0, sizeof rd);
     rd.read = reader_read;

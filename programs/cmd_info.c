@@ -840,7 +840,7 @@ int cmd_info(int argc, char **argv)
     r.path = ops[0];
     r.key = key;
 
-    ckpt_options_init(&opt);
+    cli_options(&opt);
     opt.key = key;
     memset(&err, 0, sizeof err);
     err.offset = -1;

@@ -897,7 +897,7 @@ int cmd_scan(int argc, char **argv)
     path = ops[0];
 
     memset(&s, 0, sizeof s);
-    ckpt_options_init(&opt);
+    cli_options(&opt);
     opt.skip_tensors = 1; /* every pickle, whatever its tensors look like */
     opt.on_global = on_global;
     opt.on_global_ctx = &s;

@@ -26,6 +26,7 @@ void ckpt_options_init(ckpt_options *o) {
     o->max_expansion = CKPT_DEFAULT_MAX_EXPANSION;
     o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
     o->max_rank = CKPT_DEFAULT_MAX_RANK;
+    o->max_memory = CKPT_DEFAULT_MAX_MEMORY;
 }
 
 const char *ckpt_format_name(ckpt_format fmt) {
@@ -414,6 +415,7 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     else ckpt_options_init(&f->opt);
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
     if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
+    ck_mem_allow(f, 0);
     if (f->opt.key) {
         f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
         f->opt.key = f->key_copy;
@@ -439,6 +441,7 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
                     head[0]);
     }
     if (r == 0) r = ck_catalogue(f, err);
+    if (r != 0) ck_mem_blame(f, err);
     if (r != 0 && f->zip) ck_zip_blame_damage(f, err);
     if (r != 0) {
         ckpt_close(f);

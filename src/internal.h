@@ -60,13 +60,21 @@ static inline uint64_t ck_le64(const uint8_t *p) {
 typedef struct ck_block ck_block;
 typedef struct ck_arena {
     ck_block *head;
-    uint64_t total; /* bytes obtained from malloc */
+    uint64_t total;   /* bytes obtained for blocks */
+    uint64_t outside; /* bytes charged from outside: pickle stack, memo, buffers */
+    uint64_t limit;   /* total + outside may not pass it (max_memory); 0: none */
+    uint64_t peak;    /* highest total + outside */
+    bool over;        /* something was refused for the limit */
 } ck_arena;
 
 void *ck_alloc(ck_arena *a, size_t n);          /* zeroed, 8-aligned; NULL on OOM */
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
+/* Memory held outside the arena but counted against its limit: 0, or -1
+ * (and `over` set) when `n` more bytes would pass the limit. */
+int ck_mem_charge(ck_arena *a, uint64_t n);
+void ck_mem_release(ck_arena *a, uint64_t n);
 
 /* ---- string -> index hash map (arena backed, insertion ordered ids) ---- */
 typedef struct ck_map_slot {
@@ -285,6 +293,16 @@ struct ckpt_file {
     const char *pickle_label;
 };
 
+/* The memory limit: max_memory, plus CK_MEM_PER_BYTE for every byte past
+ * the first CK_MEM_FREE_BYTES of the pickles run so far (counting at most
+ * the file's size, so an inflated pickle earns nothing).  Only grows. */
+#define CK_MEM_PER_BYTE 24u
+#define CK_MEM_FREE_BYTES ((uint64_t)16 << 20)
+void ck_mem_allow(ckpt_file *f, uint64_t pickle_bytes);
+/* After a failure: an out-of-memory error caused by the limit becomes a
+ * limit error that names it. */
+void ck_mem_blame(const ckpt_file *f, ckpt_error *err);
+
 /* The expansion budget: max_expansion plus half a step per pickle byte, so
  * that a big honest state dict (about 0.3 steps per byte) always fits while
  * sharing tricks in a small file still run out. */
@@ -295,6 +313,9 @@ static inline uint64_t ck_budget(const ckpt_file *f, uint64_t pickle_bytes) {
 
 /* Grow a malloc'd array so it can hold `need` items (checked). */
 int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
+/* ck_grow, charging the growth to `a` first (see ck_mem_charge). */
+int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
+               ckpt_error *err);
 
 int ck_note(ckpt_file *f, const char *fmt, ...) CK_PRINTF(2, 3);
 

@@ -158,6 +158,14 @@ typedef struct machine {
 #define PFAIL(...) FAIL(CKPT_E_PICKLE, __VA_ARGS__)
 #define OOM() FAIL(CKPT_E_NOMEM, "out of memory")
 
+/* Grow one of the machine's arrays, charged to the file's memory limit;
+ * a refusal is reported at the opcode. */
+static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    if (ck_grow_in(&m->f->arena, arr, cap, need, item, m->err) == 0) return 0;
+    return m->f->arena.over ? OOM() : -1;
+}
+
 /* A few opcode bytes can apply a callable to a value shared through the memo
  * (OrderedDict(big_list), list(x), _codecs.encode(long_str), a tensor
  * rebuild with memoized arguments) again and again, each time copying it:
@@ -198,7 +206,7 @@ static int push(machine *m, ckpt_value *v) {
     if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack) /* every push, not only when growing */
         return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
     if (m->sp == m->scap) {
-        CK_TRY(ck_grow((void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack, m->err));
+        CK_TRY(mgrow(m, (void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack));
     }
     m->stack[m->sp++] = v;
     return 0;
@@ -279,7 +287,7 @@ static int memo_put(machine *m, uint64_t key) {
     if (!v) return -1;
     if (key >= m->mcap2) {
         size_t old = m->mcap2;
-        CK_TRY(ck_grow((void **)&m->mvals, &m->mcap2, (size_t)key + 1, sizeof *m->mvals, m->err));
+        CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, (size_t)key + 1, sizeof *m->mvals));
         memset(m->mvals + old, 0, (m->mcap2 - old) * sizeof *m->mvals);
     }
     if (!m->mvals[key]) m->mcount++;
@@ -585,8 +593,8 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     memcpy(full + mn + 1, name, nn);
     g->cls = full;
     classify(g);
-    CK_TRY(ck_grow((void **)&m->f->globals, &m->f->cap_globals, m->f->nglobals + 1,
-                   sizeof *m->f->globals, m->err));
+    CK_TRY(mgrow(m, (void **)&m->f->globals, &m->f->cap_globals, m->f->nglobals + 1,
+                 sizeof *m->f->globals)); /* charged for good: kept with the file */
     ckpt_global_ref *r = &m->f->globals[m->f->nglobals];
     r->module = g->u.g->module;
     r->name = g->u.g->name;
@@ -992,7 +1000,7 @@ static int run(machine *m, ckpt_value **result) {
         case '(': /* MARK */
             if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
                 return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
-            CK_TRY(ck_grow((void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks, m->err));
+            CK_TRY(mgrow(m, (void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks));
             m->marks[m->nmarks++] = m->sp;
             break;
         case '0': /* POP */
@@ -1287,6 +1295,7 @@ int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
     m.end = in->buf + in->len;
     ckpt_value *res = NULL;
     size_t first_global = f->nglobals;
+    ck_mem_allow(f, f->pickle_bytes + in->len);
     int r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
     if (r != 1 && f->opt.on_global) /* final: tell the scanner what it named */
@@ -1299,6 +1308,8 @@ int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
     free(m.stack);
     free(m.marks);
     free(m.mvals);
+    ck_mem_release(&f->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
+                                  (uint64_t)m.mcap2 * sizeof *m.mvals);
     return r;
 }
 
@@ -1331,43 +1342,52 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
     /* Start small: a TAR member or a legacy stream holds many tiny pickles, and
      * reading a big window for each would make the reads quadratic.  Growing
      * 16-fold keeps re-parsing of a big pickle under 1/15 of its size. */
-    uint64_t win = cap < 512 ? cap : 512;
+    uint64_t win = cap < 512 ? cap : 512, held = 0;
     uint8_t *buf = NULL;
+    int r;
     for (;;) {
+        /* the window is charged to the memory limit while it is held */
+        if (ck_mem_charge(&f->arena, win - held)) {
+            r = ck_fail(err, CKPT_E_NOMEM, (int64_t)off, "out of memory");
+            break;
+        }
+        held = win;
         uint8_t *nb = realloc(buf, (size_t)win);
         if (!nb) {
-            free(buf);
-            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            break;
         }
         buf = nb;
         if (ck_read(&f->src, off, buf, (size_t)win, label, err)) {
-            free(buf);
-            return -1;
+            r = -1;
+            break;
         }
         in.buf = buf;
         in.len = (size_t)win;
         in.more = win < avail;
         size_t u = 0, ng = f->nglobals, nn = f->nnotes;
         uint64_t copies = f->copies;
-        int r = ck_pickle_run(f, &in, out, &u, err);
+        r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1 && win == cap) {
-            free(buf);
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
-                           label, (unsigned long long)f->opt.max_pickle_bytes);
+            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
+                        label, (unsigned long long)f->opt.max_pickle_bytes);
+            break;
         }
         if (r != 1) {
-            free(buf);
             if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
                 strstr(err->message, "truncated"))
-                return ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
-                               "%s is larger than the pickle size limit of %llu bytes",
-                               label, (unsigned long long)f->opt.max_pickle_bytes);
-            return r == 0 ? 0 : -1;
+                r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
+                            "%s is larger than the pickle size limit of %llu bytes",
+                            label, (unsigned long long)f->opt.max_pickle_bytes);
+            break;
         }
         f->nglobals = ng; /* forget what the cut-short attempt recorded */
         f->nnotes = nn;
         f->copies = copies; /* and what it copied: the same verdict as from memory */
         win = win * 16 < cap ? win * 16 : cap; /* values built so far stay in the arena */
     }
+    free(buf);
+    ck_mem_release(&f->arena, held);
+    return r == 0 ? 0 : -1;
 }

@@ -109,9 +109,15 @@ void *ck_alloc(ck_arena *a, size_t n) {
         else if (b) cap = b->cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX - sizeof(ck_block) - CK_HUGE) return NULL;
+        if (a->limit && (a->total + a->outside > a->limit ||
+                         sizeof(ck_block) + cap > a->limit - a->total - a->outside)) {
+            a->over = true;
+            return NULL;
+        }
         ck_block *nb = new_block(cap);
         if (!nb) return NULL;
-        a->total += nb->cap;
+        a->total += sizeof(ck_block) + nb->cap;
+        if (a->total + a->outside > a->peak) a->peak = a->total + a->outside;
         if (oneoff) {
             /* a big one-off allocation: keep filling the current block */
             nb->next = b->next;
@@ -152,6 +158,42 @@ void ck_arena_free(ck_arena *a) {
     }
     a->head = NULL;
     a->total = 0;
+}
+
+int ck_mem_charge(ck_arena *a, uint64_t n) {
+    uint64_t used = a->total + a->outside;
+    if (a->limit && (used > a->limit || n > a->limit - used)) {
+        a->over = true;
+        return -1;
+    }
+    a->outside += n;
+    if (used + n > a->peak) a->peak = used + n;
+    return 0;
+}
+
+void ck_mem_release(ck_arena *a, uint64_t n) {
+    a->outside = n < a->outside ? a->outside - n : 0;
+}
+
+void ck_mem_allow(ckpt_file *f, uint64_t pickle_bytes) {
+    if (f->opt.max_memory == 0) return; /* no limit */
+    uint64_t p = pickle_bytes < f->src.size ? pickle_bytes : f->src.size;
+    uint64_t lim = f->opt.max_memory;
+    if (p > CK_MEM_FREE_BYTES) {
+        uint64_t extra = p - CK_MEM_FREE_BYTES;
+        extra = extra > UINT64_MAX / CK_MEM_PER_BYTE ? UINT64_MAX : extra * CK_MEM_PER_BYTE;
+        lim = extra > UINT64_MAX - lim ? UINT64_MAX : lim + extra;
+    }
+    if (lim > f->arena.limit) f->arena.limit = lim;
+}
+
+void ck_mem_blame(const ckpt_file *f, ckpt_error *err) {
+    if (!err || err->code != CKPT_E_NOMEM || !f->arena.over) return;
+    uint64_t lim = f->arena.limit;
+    ck_fail(err, CKPT_E_LIMIT, err->offset,
+            "the file's values need more than the memory limit of %llu %s (max_memory; "
+            "CKPT_MAX_MEMORY for the ckpt tool)",
+            (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim), lim >= (1u << 20) ? "MiB" : "bytes");
 }
 
 /* ---- hash map ---------------------------------------------------------- */
@@ -283,6 +325,11 @@ size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
 
 int ck_grow(void **arr, size_t *cap, size_t need, size_t item,
             ckpt_error *err) {
+    return ck_grow_in(NULL, arr, cap, need, item, err);
+}
+
+int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
+               ckpt_error *err) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < need) {
@@ -290,8 +337,13 @@ int ck_grow(void **arr, size_t *cap, size_t need, size_t item,
         ncap *= 2;
     }
     if (ncap > SIZE_MAX / item) return ck_fail(err, CKPT_E_NOMEM, -1, "array too large");
+    if (a && ck_mem_charge(a, (uint64_t)(ncap - *cap) * item))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     void *p = realloc(*arr, ncap * item);
-    if (!p) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (!p) {
+        if (a) ck_mem_release(a, (uint64_t)(ncap - *cap) * item);
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
     *arr = p;
     *cap = ncap;
     return 0;

@@ -606,12 +606,17 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
         in.buf = f->src.map + z->data_off;
         in.base = (int64_t)z->data_off;
     } else {
+        if (ck_mem_charge(&f->arena, z->size)) return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
         buf = malloc(z->size ? (size_t)z->size : 1);
-        if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (!buf) {
+            ck_mem_release(&f->arena, z->size);
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        }
         int r = z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, label, err)
                                : inflate_range(f, z, 0, buf, (size_t)z->size, err);
         if (r) {
             free(buf);
+            ck_mem_release(&f->arena, z->size);
             return -1;
         }
         in.buf = buf;
@@ -620,6 +625,7 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
     size_t used = 0;
     int r = ck_pickle_run(f, &in, out, &used, err);
     if (r == 0 && used < z->size) r = ck_note(f, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    if (buf) ck_mem_release(&f->arena, z->size);
     free(buf);
     return r == 0 ? 0 : -1;
 }

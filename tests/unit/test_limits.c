@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static int failures;
 
@@ -228,6 +229,63 @@ static void linear_reads(void) {
 
 static void reset(buf *b) { b->n = 0; }
 
+/* Peak resident memory of this process in KiB. */
+static long peak_kib(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+/* max_memory: empty lists cost ~60 bytes of values per pickle byte, so a
+ * crafted pickle under 16 MiB would need about 1 GB; the limit stops it. */
+static void memory(void) {
+    buf b = {0};
+    ckpt_options opt;
+    ckpt_error err;
+    /* 4,000 empty lists appended to one list */
+    puts_(&b, "\x80\x02](");
+    rep(&b, "]", 4000);
+    puts_(&b, "e.");
+    ckpt_options_init(&opt);
+    opt.max_memory = 64u << 10;
+    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes");
+    opt.max_memory = 0; /* no limit */
+    expect("max_memory 0 (none)", &b, &opt, CKPT_OK, NULL);
+    opt.max_memory = 4u << 20;
+    expect("max_memory 4 MiB", &b, &opt, CKPT_OK, NULL);
+    /* a memo key far out charges a big memo array: refused at its opcode */
+    reset(&b);
+    PUTL(&b, "\x80\x02Nr\x00\x00\x30\x00.");
+    opt.max_memory = 1u << 20;
+    opt.max_memo = 1u << 30;
+    ckpt_code got = run(&b, &opt, &err, NULL);
+    CHECK(got == CKPT_E_LIMIT && err.offset == 3 && strstr(err.message, "memory limit"),
+          "memo array past max_memory: %s %s (byte %lld)", ckpt_code_name(got), err.message, (long long)err.offset);
+    opt.max_memory = 64u << 20;
+    expect("memo array within max_memory", &b, &opt, CKPT_OK, NULL);
+
+    /* the default holds for a 16 MiB crafted pickle: (]]]...]e repeated */
+    reset(&b);
+    puts_(&b, "\x80\x02]");
+    while (b.n < (16u << 20) - 1100) {
+        putc_(&b, '(');
+        rep(&b, "]", 1000);
+        putc_(&b, 'e');
+    }
+    puts_(&b, ".");
+    long before = peak_kib();
+    got = run(&b, NULL, &err, NULL);
+    long after = peak_kib();
+    CHECK(got == CKPT_E_LIMIT && strstr(err.message, "memory limit of 240 MiB") && err.offset > 0,
+          "16 MiB of lists at the defaults: %s %s", ckpt_code_name(got), err.message);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_SANITIZED)
+    /* the library's own growth: this process held the input already */
+    CHECK(after - before < (256l << 10), "16 MiB of lists grew the process by %ld KiB", after - before);
+#else
+    (void)before, (void)after; /* sanitizers add shadow memory and quarantine */
+#endif
+    free(b.p);
+}
+
 int main(void) {
     ckpt_options opt;
     buf b = {0};
@@ -243,6 +301,8 @@ int main(void) {
     CHECK(opt.max_expansion == CKPT_DEFAULT_MAX_EXPANSION, "default max_expansion");
     CHECK(opt.max_entries == CKPT_DEFAULT_MAX_ENTRIES, "default max_entries");
     CHECK(opt.max_rank == CKPT_DEFAULT_MAX_RANK && opt.max_rank == 64, "default max_rank");
+    CHECK(opt.max_memory == CKPT_DEFAULT_MAX_MEMORY && opt.max_memory <= (256ull << 20) - (8ull << 20),
+          "default max_memory leaves room under 256 MiB");
 
     /* a legacy stream that is fine */
     legacy(&b, 3, 2, 4);
@@ -424,6 +484,7 @@ int main(void) {
     b.p[b.n - 16 - 8] = 5;
     expect("legacy count mismatch", &b, NULL, CKPT_E_FORMAT, "declared 4");
 
+    memory();
     linear_reads();
 
     free(b.p);
