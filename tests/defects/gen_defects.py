@@ -433,6 +433,12 @@ def zip_defects():
     big = one_tensor() + bytes(101 << 20)
     d, _ = build_zip([Rec('data.pkl', big, 8), Rec('data/0', FLOATS15)])
     defect('zip_pickle_over_size_limit.pt', d, 'error', 'data.pkl is %d bytes (limit' % len(big))
+    # a memory bomb: 64 MiB of empty lists (about 4 GB of values) deflated
+    # to a few KiB; an inflated pickle earns no memory beyond max_memory
+    unit = b'(' + b']' * 1000 + b'e'
+    lists = PROTO2 + b']' + unit * ((64 << 20) // len(unit)) + STOP
+    d, _ = build_zip([Rec('data.pkl', lists, 8), Rec('data/0', FLOATS15)])
+    defect('zip_pickle_memory_bomb.pt', d, 'error', 'memory limit of 240 MiB')
     d, _ = build_zip([Rec('data.pkl', one_tensor(numel=25 << 30, size=(5, 3))),
                       Rec('data/0', FLOATS15, 8, size=100 << 30)])
     defect('zip_bomb_storage_declared_100g.pt', d, 'error', 'declares 107374182400 bytes, more than its')
