@@ -114,7 +114,9 @@ typedef struct ckpt_options {
                                   (against memo/DUP "billion laughs"
                                   sharing), plus half a step per pickle byte
                                   so that big honest state dicts fit */
-    uint32_t max_entries;      /* archive records, storages, tensors */
+    uint32_t max_entries;      /* archive records, storages, tensors, and
+                                  globals (GLOBAL/STACK_GLOBAL references)
+                                  each counted on its own */
     uint32_t max_rank;         /* dimensions of one tensor (at most 64) */
     uint64_t max_memory;       /* memory one open file may hold for its
                                   values, names and tables, the pickle

@@ -719,7 +719,10 @@ static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, 
 
 /* Deflated records are inflated in one stream for the CRC, not per chunk. */
 static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
-    if (z->size > ((uint64_t)64 << 20)) { /* one pass: chunk by chunk would restart inflate each time */
+    /* big ones in one streaming pass, without a buffer: chunk by chunk would
+     * restart inflate each time, and a whole-record buffer would come on
+     * top of what a failed open still holds (up to max_memory) */
+    if (z->size > ((uint64_t)1 << 20)) {
         uLong c = crc32(0L, Z_NULL, 0);
         CK_TRY(inflate_range_crc(f, z, z->size, NULL, 0, &c, err));
         *crc = (uint32_t)c;
