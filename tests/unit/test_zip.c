@@ -14,6 +14,7 @@
 #include "build.h"
 
 #include <math.h>
+#include <sys/resource.h>
 
 /* The shared helpers of build.h, over a ZIP builder's output. */
 #undef OPEN_OK
@@ -994,6 +995,55 @@ static void test_tensor_billion_laughs(void) {
     bb_free(&p);
 }
 
+/* Tensors that each cost 15 pickle bytes (memoized persistent id and
+ * hooks, fresh argument tuple): 16 MiB of them would name a million
+ * tensors.  The limits stop it inside 256 MiB; 50,000 open. */
+static long peak_kib(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+static void flood_zip(zipb *z, size_t ntensors, size_t fill_to) {
+    static const char head[] =
+        "\x80\x02]q\x00" "ctorch._utils\n_rebuild_tensor_v2\nq\x01" "0"
+        "((X\x07\x00\x00\x00storageq\x02" "ctorch\nFloatStorage\nq\x03X\x01\x00\x00\x00" "0q\x04"
+        "X\x03\x00\x00\x00" "cpuq\x05K\x0ftq\x06Q" "K\x00))\x89" "ccollections\nOrderedDict\nq\x07)Rq\x08tq\x09" "0";
+    static const char unit[] = "h\x01(h\x06QK\x00))\x89h\x08tRa";
+    bb p = {0};
+    float d[15] = {0};
+    bb_put(&p, head, sizeof head - 1);
+    for (size_t i = 0; i < ntensors || (fill_to && p.n + sizeof unit < fill_to); i++) bb_put(&p, unit, sizeof unit - 1);
+    pk_stop(&p);
+    zb_init(z);
+    zb_add(z, "archive/data.pkl", p.p, p.n);
+    zb_add(z, "archive/data/0", d, sizeof d);
+    zb_finish(z);
+    bb_free(&p);
+}
+
+static void test_tensor_flood(void) {
+    SECTION("a flood of cheap tensors");
+    zipb z;
+    flood_zip(&z, 50000, 0);
+    ckpt_file *f = OPEN_OK(&z, NULL);
+    if (f) {
+        CHECK_EQ_INT(ckpt_tensor_count(f), 50000);
+        ckpt_close(f);
+    }
+    bb_free(&z.out);
+    flood_zip(&z, 0, (size_t)16 << 20);
+    long before = peak_kib();
+    ckpt_error e = open_fail_mem(z.out.p, z.out.n, NULL);
+    long after = peak_kib();
+    CHECK_EQ_INT(e.code, CKPT_E_LIMIT);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_SANITIZED)
+    CHECK(after - before < (256l << 10));
+#else
+    (void)before, (void)after;
+#endif
+    bb_free(&z.out);
+}
+
 /* A refused layout (sparse) and a bad extent fail the open, unless
  * options.skip_tensors asks for the pickles only. */
 static void test_skip_tensors(void) {
@@ -1215,6 +1265,7 @@ int main(void) {
     test_v3();
     test_parameter_and_root();
     test_tensor_billion_laughs();
+    test_tensor_flood();
     test_skip_tensors();
     test_naming();
     test_archive_kinds();
