@@ -117,7 +117,8 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
         if (t->storage >= ns) fuzz_die("tensor storage index out of range", t->name);
         if (t->nbytes != t->numel * ckpt_dtype_size(t->dtype)) fuzz_die("nbytes != numel * elsize", t->name);
         for (uint32_t d = 0; d < t->ndim; d++) {
-            volatile int64_t x = t->shape[d] + t->stride[d];
+            /* unsigned: a 0-element tensor may have any shape and stride */
+            volatile uint64_t x = (uint64_t)t->shape[d] + (uint64_t)t->stride[d];
             (void)x;
         }
         if (ckpt_find(f, t->name) != t) fuzz_die("ckpt_find does not find a listed tensor", t->name);
