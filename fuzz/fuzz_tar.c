@@ -130,14 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (bad) b.n = 0;
     }
-    if (b.n) {
-        uint8_t *file = malloc(b.n);
-        if (file) {
-            memcpy(file, b.p, b.n);
-            fuzz_open_and_exercise(file, b.n, NULL);
-            free(file);
-        }
-    }
+    if (b.n) fuzz_open_copy(b.p, b.n);
     free(b.p);
     return 0;
 }

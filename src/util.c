@@ -93,6 +93,16 @@ static ck_block *new_block(size_t cap) {
     return b;
 }
 
+/* Whether n more bytes stay within the limit; sets `over` when not. */
+static bool ck_mem_fits(ck_arena *a, uint64_t n) {
+    uint64_t used = a->total + a->outside;
+    if (a->limit && (used > a->limit || n > a->limit - used)) {
+        a->over = true;
+        return false;
+    }
+    return true;
+}
+
 void *ck_alloc(ck_arena *a, size_t n) {
     if (n > SIZE_MAX - 8) return NULL;
     n = (n + 7u) & ~(size_t)7u;
@@ -109,11 +119,7 @@ void *ck_alloc(ck_arena *a, size_t n) {
         else if (b) cap = b->cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX - sizeof(ck_block) - CK_HUGE) return NULL;
-        if (a->limit && (a->total + a->outside > a->limit ||
-                         sizeof(ck_block) + cap > a->limit - a->total - a->outside)) {
-            a->over = true;
-            return NULL;
-        }
+        if (!ck_mem_fits(a, sizeof(ck_block) + cap)) return NULL;
         ck_block *nb = new_block(cap);
         if (!nb) return NULL;
         a->total += sizeof(ck_block) + nb->cap;
@@ -161,13 +167,9 @@ void ck_arena_free(ck_arena *a) {
 }
 
 int ck_mem_charge(ck_arena *a, uint64_t n) {
-    uint64_t used = a->total + a->outside;
-    if (a->limit && (used > a->limit || n > a->limit - used)) {
-        a->over = true;
-        return -1;
-    }
+    if (!ck_mem_fits(a, n)) return -1;
     a->outside += n;
-    if (used + n > a->peak) a->peak = used + n;
+    if (a->total + a->outside > a->peak) a->peak = a->total + a->outside;
     return 0;
 }
 
