@@ -182,13 +182,14 @@ ckpt_file *cli_open(const char *path, const char *key)
     ckpt_options opt;
     ckpt_error err;
     ckpt_file *f;
+    int reported;
     cli_options(&opt);
     opt.key = key;
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    f = ckpt_open(path, &opt, &err);
-    if (!f)
-        cli_file_error(path, &err);
+    f = cli_open_input(path, &opt, &err, &reported);
+    if (!f && !reported)
+        cli_file_error(strcmp(path, "-") == 0 ? "standard input" : path, &err);
     return f;
 }
 
@@ -330,134 +331,6 @@ void cli_swap_bytes(void *buf, size_t n, size_t unit)
             p[b--] = t;
         }
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Atomic output files                                                        */
-/* ------------------------------------------------------------------------ */
-
-/* The temporary file being written, removed if a signal ends the program. */
-static volatile sig_atomic_t tmp_live;
-static char tmp_name[4096];
-
-static void on_signal(int sig)
-{
-    if (tmp_live)
-        unlink(tmp_name);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void watch_signals(int on)
-{
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    size_t i;
-    for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sigemptyset(&sa.sa_mask);
-        sa.sa_handler = on ? on_signal : SIG_DFL;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-            continue; /* keep what the parent asked for */
-        sigaction(sigs[i], &sa, NULL);
-    }
-}
-
-int cli_atomic_open(cli_atomic *a, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    size_t need = strlen(path) + 16;
-    a->nosync = 0;
-    mode_t mask;
-    int fd;
-
-    memset(a, 0, sizeof a[0]);
-    if (path[0] == '\0') {
-        cli_error("output file name is empty");
-        return -1;
-    }
-    a->path = malloc(strlen(path) + 1);
-    a->tmp = malloc(need);
-    if (!a->path || !a->tmp || need > sizeof tmp_name) {
-        cli_error("%s: %s", path, need > sizeof tmp_name ? "name too long"
-                                                          : strerror(ENOMEM));
-        cli_atomic_abort(a);
-        return -1;
-    }
-    strcpy(a->path, path);
-    /* "dir/.name.XXXXXX" beside the target, so rename() stays on one file
-     * system */
-    memcpy(a->tmp, path, dirlen);
-    snprintf(a->tmp + dirlen, need - dirlen, ".%s.XXXXXX", path + dirlen);
-    fd = mkstemp(a->tmp);
-    if (fd < 0) {
-        cli_error("%s: %s", path, strerror(errno));
-        free(a->tmp);
-        a->tmp = NULL;
-        cli_atomic_abort(a);
-        return -1;
-    }
-    /* mkstemp makes the file 0600: give it the mode a new file would get */
-    mask = umask(0);
-    umask(mask);
-    fchmod(fd, (mode_t)(0666 & ~mask));
-    strcpy(tmp_name, a->tmp);
-    tmp_live = 1;
-    watch_signals(1);
-    a->fp = fdopen(fd, "wb");
-    if (!a->fp) {
-        cli_error("%s: %s", path, strerror(errno));
-        close(fd);
-        cli_atomic_abort(a);
-        return -1;
-    }
-    return 0;
-}
-
-int cli_atomic_commit(cli_atomic *a)
-{
-    int e = 0;
-    if (!a->fp || !a->tmp) {
-        cli_atomic_abort(a);
-        return -1;
-    }
-    if (fflush(a->fp) != 0 || ferror(a->fp))
-        e = errno != 0 ? errno : EIO;
-    else if (!a->nosync && fsync(fileno(a->fp)) != 0 && errno != EINVAL && errno != ENOTSUP)
-        e = errno;
-    if (fclose(a->fp) != 0 && e == 0)
-        e = errno != 0 ? errno : EIO;
-    a->fp = NULL;
-    if (e == 0 && rename(a->tmp, a->path) != 0)
-        e = errno;
-    if (e != 0) {
-        cli_error("%s: %s", a->path, strerror(e));
-        cli_atomic_abort(a);
-        return -1;
-    }
-    tmp_live = 0;
-    watch_signals(0);
-    free(a->tmp);
-    free(a->path);
-    a->tmp = a->path = NULL;
-    return 0;
-}
-
-void cli_atomic_abort(cli_atomic *a)
-{
-    if (a->fp) {
-        fclose(a->fp);
-        a->fp = NULL;
-    }
-    if (a->tmp) {
-        unlink(a->tmp);
-        tmp_live = 0;
-        watch_signals(0);
-    }
-    free(a->tmp);
-    free(a->path);
-    a->tmp = a->path = NULL;
 }
 
 /* ------------------------------------------------------------------------ */

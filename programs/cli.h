@@ -121,25 +121,71 @@ int cli_host_big_endian(void);
 /* Reverse the bytes of each `unit`-byte element of buf[0..n). */
 void cli_swap_bytes(void *buf, size_t n, size_t unit);
 
-/* ---- atomic output files ------------------------------------------------ */
+/* ---- output files and "-" (output.c) ------------------------------------ */
 
-/* A file written under a temporary name in the target's directory and
- * renamed over the target by cli_atomic_commit(); cli_atomic_abort()
- * removes it.  No partial target is ever left behind. */
-typedef struct cli_atomic {
-    FILE *fp;
-    char *path;
-    char *tmp;
-    int nosync; /* set after open: commit without fsync (atomic, not durable) */
-} cli_atomic;
+/* One policy for every command that writes; see the top of output.c.
+ *   "-"                      standard output, written in place
+ *   device, FIFO, socket     written in place, never replaced (a block
+ *                            device only with --force)
+ *   missing                  temporary name beside it, linked into place
+ *   existing regular file    refused unless --force; replaced atomically,
+ *   (or a symlink to one)    keeping its mode; a symlink keeps pointing at it
+ *   the input itself         refused, --force or not
+ * No fsync unless --sync. */
+typedef struct cli_out_opts {
+    int force;         /* replace an existing regular file */
+    int sync;          /* fsync before the file appears */
+    int no_follow;     /* an entry of an output folder: a symlink is the
+                          entry itself (replaced with --force, never
+                          followed); non-regular entries are refused */
+    const char *input; /* the input's path ("-": stdin), or NULL */
+} cli_out_opts;
 
-/* Returns 0, or prints "ckpt: PATH: <reason>" and returns -1. */
-int cli_atomic_open(cli_atomic *a, const char *path);
-/* Flush, close and rename; on failure prints the error, removes the
+typedef struct cli_out {
+    FILE *fp;           /* write here */
+    int fd;             /* fileno(fp) */
+    const char *shown;  /* the name for messages */
+    char *path;         /* where the temporary file goes (symlinks resolved) */
+    char *tmp;          /* the temporary file, or NULL when in place */
+    int in_place, is_stdout, owns_fd, replace, sync;
+} cli_out;
+
+/* Returns 0, or prints "ckpt: OUT: <reason>" and returns -1. */
+int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts);
+/* Flush (fsync with --sync), close, and move into place.  On failure prints
+ * the error (for stdout: left to cli_stdout_finish()), removes the
  * temporary file and returns -1. */
-int cli_atomic_commit(cli_atomic *a);
-/* Close and remove the temporary file.  Safe to call after a commit. */
-void cli_atomic_abort(cli_atomic *a);
+int cli_out_commit(cli_out *o);
+/* Close and remove the temporary file.  Safe after a commit. */
+void cli_out_abort(cli_out *o);
+
+/* Binary output and no -o while stdout is a terminal: print an error
+ * (naming `what`) and return 1; else 0. */
+int cli_out_refuse_tty(const char *what, const char *out);
+
+struct stat;
+/* Nonzero when `input` ("-": stdin) is the file described by out_st. */
+int cli_same_file(const char *input, const struct stat *out_st);
+
+/* mkdir -p DIR; CLI_OK, or prints the error and returns CLI_FAIL. */
+int cli_mkdirs(const char *dir);
+
+/* A readable, seekable descriptor for an input path: "-" is standard
+ * input, spooled once to an unlinked temporary file when it is a pipe
+ * (every later "-" reads the same bytes).  FIFOs and devices get "needs a
+ * seekable file".  The caller closes *fd.  CLI_OK, or prints the error and
+ * returns CLI_FAIL. */
+int cli_input_fd(const char *path, int *fd, uint64_t *size);
+
+/* ckpt_open() for a path, or for "-" through cli_input_fd(); a FIFO or a
+ * device gets "needs a seekable file".  When cli_input_fd() failed (and
+ * reported), NULL with *reported set; else as ckpt_open(). */
+ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err,
+                          int *reported);
+
+/* A ckpt_reader callback reading with pread from the descriptor in
+ * `opaque` (cast from intptr_t). */
+int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n);
 
 /* ---- pointer set (shared references) ------------------------------------ */
 

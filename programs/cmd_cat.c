@@ -12,15 +12,21 @@
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt cat [--key K] FILE NAME [-o OUT]\n"
+    "Usage: ckpt cat [--key K] [-o OUT [--force] [--sync]] FILE NAME\n"
     "Write the elements of tensor NAME (as listed by 'ckpt ls'; \"\" for a\n"
     "tensor at the root) in row-major order and little-endian byte order,\n"
-    "with no header, to standard output or to OUT.\n"
+    "with no header, to standard output or to OUT.  FILE '-' reads the\n"
+    "checkpoint from standard input.  Binary data is not written to a\n"
+    "terminal unless asked for with -o -.\n"
     "\n"
     "Options:\n"
-    "  -o, --output OUT  write to OUT instead of standard output; OUT is\n"
-    "                    replaced only once every byte is written ('-' is\n"
-    "                    standard output)\n"
+    "  -o, --output OUT  write to OUT instead of standard output ('-': standard\n"
+    "                    output, even a terminal).  A new or replaced OUT\n"
+    "                    appears only once every byte is written; a device or a\n"
+    "                    FIFO is written in place\n"
+    "  --force           replace OUT if it is an existing file\n"
+    "  --sync            flush OUT to disk before it appears (like cp, the\n"
+    "                    default does not)\n"
     "  --key K           only what is under top-level key K (e.g. state_dict)\n"
     "  -h, --help        show this help\n";
 
@@ -82,15 +88,18 @@ static int write_tensor(const ckpt_file *f, const char *path,
 
 int cmd_cat(int argc, char **argv)
 {
-    int nops = 0, r;
+    int nops = 0, r, force = 0, sync = 0;
     const char *key = NULL, *out = NULL;
     char *ops[2];
     const ckpt_tensor *t;
     ckpt_file *f;
-    cli_atomic a;
+    cli_out o;
+    cli_out_opts oo;
     const cli_option options[] = {
         {"--key", 0, 1, &key, NULL},
         {"--output", 'o', 1, &out, NULL},
+        {"--force", 0, 0, NULL, &force},
+        {"--sync", 0, 0, NULL, &sync},
     };
 
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
@@ -103,8 +112,8 @@ int cmd_cat(int argc, char **argv)
         return cli_usage_error("cat: missing NAME (the tensor to write)");
     if (out && out[0] == '\0')
         return cli_usage_error("cat: the output file name is empty");
-    if (out && strcmp(out, "-") == 0)
-        out = NULL;
+    if (cli_out_refuse_tty("a tensor's bytes", out))
+        return CLI_FAIL;
 
     f = cli_open(ops[0], key);
     if (!f)
@@ -115,17 +124,19 @@ int cmd_cat(int argc, char **argv)
         ckpt_close(f);
         return CLI_FAIL;
     }
-    if (!out) {
-        r = write_tensor(f, ops[0], t, stdout, NULL);
-    } else if (cli_atomic_open(&a, out) != 0) {
+    memset(&oo, 0, sizeof oo);
+    oo.force = force;
+    oo.sync = sync;
+    oo.input = ops[0];
+    if (cli_out_open(&o, out ? out : "-", &oo) != 0) {
         r = CLI_FAIL;
     } else {
-        r = write_tensor(f, ops[0], t, a.fp, out);
+        r = write_tensor(f, ops[0], t, o.fp, o.is_stdout ? NULL : o.shown);
         if (r == CLI_OK) {
-            if (cli_atomic_commit(&a) != 0)
+            if (cli_out_commit(&o) != 0)
                 r = CLI_FAIL;
         } else {
-            cli_atomic_abort(&a);
+            cli_out_abort(&o);
         }
     }
     ckpt_close(f);

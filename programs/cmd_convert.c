@@ -77,7 +77,11 @@ static const char usage[] =
     "\n"
     "OUT is written under a temporary name in its directory and appears only\n"
     "once complete: a failed or interrupted conversion leaves no OUT behind.\n"
-    "An existing OUT is left alone (exit status 1) unless --force is given.\n"
+    "An existing OUT is left alone (exit status 1) unless --force is given;\n"
+    "a replaced OUT keeps its mode, and a symlink OUT keeps pointing at it.\n"
+    "OUT '-' streams the file to standard output (not to a terminal); a\n"
+    "device or a FIFO given as OUT is written in place.  FILE '-' reads the\n"
+    "checkpoint from standard input.  OUT is never the input file.\n"
     "A progress line is shown on standard error when it is a terminal.\n"
     "\n"
     "Options:\n"
@@ -131,6 +135,9 @@ typedef struct conv {
     ckpt_file *f;
     ckpt_info info;
     int src_fd, out_fd;
+    int stream;          /* OUT is not seekable (stdout, a pipe, a device):
+                            every write goes forward, in order */
+    uint64_t stream_pos; /* bytes written so far when streaming */
 
     conv_tensor *ts;
     size_t nts;
@@ -297,6 +304,36 @@ static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
     return 0;
 }
 
+/* Write buf to OUT at pos: pwrite, or, streaming, write() at the current
+ * end (all of convert's writes go forward, so pos is the end). */
+static int out_write(conv *c, const void *buf, size_t n, uint64_t pos)
+{
+    const unsigned char *p = buf;
+    if (!c->stream)
+        return pwrite_full(c->out_fd, buf, n, pos);
+    if (pos != c->stream_pos) {
+        errno = ESPIPE;
+        return -1;
+    }
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t r = write(c->out_fd, p, chunk);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+        c->stream_pos += (uint64_t)r;
+    }
+    return 0;
+}
+
 /* The library reads FILE through the descriptor convert copies from, so
  * both see the same file even if its name is replaced meanwhile. */
 static int reader_read(void *opaque, uint64_t off, void *buf, size_t n)
@@ -309,7 +346,7 @@ static int reader_read(void *opaque, uint64_t off, void *buf, size_t n)
 static int reserve(conv *c, uint64_t size)
 {
 #ifdef __linux__
-    if (size > 0 && fallocate(c->out_fd, 0, 0, (off_t)size) != 0) {
+    if (size > 0 && !c->stream && fallocate(c->out_fd, 0, 0, (off_t)size) != 0) {
         int e = errno;
         if (e == ENOSPC || e == EDQUOT || e == EFBIG)
             return out_error(c, e);
@@ -340,7 +377,7 @@ static int stage_flush(conv *c)
 {
     if (c->stage_len == 0)
         return 0;
-    if (pwrite_full(c->out_fd, c->stage, c->stage_len, c->stage_off) != 0)
+    if (out_write(c, c->stage, c->stage_len, c->stage_off) != 0)
         return out_error(c, errno);
     c->stage_off += c->stage_len;
     c->stage_len = 0;
@@ -374,7 +411,7 @@ static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n)
         size_t k = n < chunk ? (size_t)n : chunk;
         if (pread_full(c->src_fd, c->stage, k, off) != 0)
             return src_error(c, errno);
-        if (pwrite_full(c->out_fd, c->stage, k, pos) != 0)
+        if (out_write(c, c->stage, k, pos) != 0)
             return out_error(c, errno);
         off += k;
         pos += k;
@@ -405,10 +442,13 @@ static int copy_direct(conv *c, uint64_t off, uint64_t pos, uint64_t n)
 #endif
         } else {
             off_t oi = (off_t)off;
-            if (lseek(c->out_fd, (off_t)pos, SEEK_SET) >= 0)
+            if (c->stream ? pos == c->stream_pos
+                          : lseek(c->out_fd, (off_t)pos, SEEK_SET) >= 0)
                 r = sendfile(c->out_fd, c->src_fd, &oi, k);
         }
         if (r > 0) {
+            if (c->stream)
+                c->stream_pos += (uint64_t)r;
             off += (uint64_t)r;
             pos += (uint64_t)r;
             n -= (uint64_t)r;
@@ -952,40 +992,9 @@ static int build_header(conv *c, sbuf *h)
 
 /* ---- output file --------------------------------------------------------- */
 
-/* Make the finished temporary file OUT.  With --force it replaces OUT
- * (rename); without, it is hard-linked so an OUT that appeared meanwhile is
- * never replaced, falling back to a check and a rename on file systems
- * without hard links. */
-static int commit(conv *c, cli_atomic *a, int force)
+static int write_output(conv *c, const cli_out_opts *oo)
 {
-    struct stat st;
-    int e = 0;
-    if (force)
-        return cli_atomic_commit(a);
-    if (fflush(a->fp) != 0 || ferror(a->fp))
-        e = errno != 0 ? errno : EIO;
-    else if (c->sync && fsync(c->out_fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-        e = errno;
-    if (e != 0) {
-        cli_atomic_abort(a);
-        return out_error(c, e);
-    }
-    if (link(a->tmp, c->out) == 0) {
-        cli_atomic_abort(a); /* closes and removes the temporary name */
-        return 0;
-    }
-    e = errno;
-    if (e == EEXIST || lstat(c->out, &st) == 0) {
-        cli_atomic_abort(a);
-        cli_error("%s: already exists (--force replaces it)", c->out);
-        return -1;
-    }
-    return cli_atomic_commit(a);
-}
-
-static int write_output(conv *c, int force)
-{
-    cli_atomic a;
+    cli_out o;
     sbuf h;
     size_t i;
     int r = 0;
@@ -995,14 +1004,17 @@ static int write_output(conv *c, int force)
         sb_free(&h);
         return -1;
     }
-    if (cli_atomic_open(&a, c->out) != 0) {
+    if (cli_out_open(&o, c->out, oo) != 0) {
         sb_free(&h);
         return -1;
     }
-    a.nosync = !c->sync;
-    c->out_fd = fileno(a.fp);
+    c->out = o.shown;
+    c->out_fd = o.fd;
+    c->stream = o.in_place;
+    if (c->stream)
+        c->copy_mode = COPY_SENDFILE; /* copy_file_range needs a regular file */
     r = reserve(c, h.len + c->data_size);
-    if (r == 0 && pwrite_full(c->out_fd, h.p, h.len, 0) != 0)
+    if (r == 0 && out_write(c, h.p, h.len, 0) != 0)
         r = out_error(c, errno);
     sb_free(&h);
     c->stage_off = c->data_start;
@@ -1023,10 +1035,10 @@ static int write_output(conv *c, int force)
         progress_clear(c);
     }
     if (r != 0) {
-        cli_atomic_abort(&a);
+        cli_out_abort(&o);
         return -1;
     }
-    return commit(c, &a, force);
+    return cli_out_commit(&o);
 }
 
 /* ---- command ------------------------------------------------------------- */
@@ -1053,30 +1065,23 @@ static void conv_free(conv *c)
 /* Open FILE read-only and the checkpoint on top of that descriptor. */
 static int open_source(conv *c, const char *key)
 {
-    struct stat st;
     ckpt_options opt;
     ckpt_reader rd;
     ckpt_error err;
+    uint64_t size;
 
-    const char *why = NULL;
-
-    c->src_fd = open(c->path, O_RDONLY | O_CLOEXEC);
-    if (c->src_fd < 0 || fstat(c->src_fd, &st) != 0)
-        why = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        why = "is a directory";
-    else if (!S_ISREG(st.st_mode) || st.st_size < 0)
-        why = "not a regular file";
-    if (why) {
-        cli_error("%s: %s", c->path, why);
+    if (cli_input_fd(c->path, &c->src_fd, &size) != CLI_OK) {
+        c->src_fd = -1;
         return -1;
     }
+    if (strcmp(c->path, "-") == 0)
+        c->path = "standard input";
     cli_options(&opt);
     opt.key = key;
     memset(&rd, 0, sizeof rd);
     rd.read = reader_read;
     rd.opaque = (void *)(intptr_t)c->src_fd;
-    rd.size = (uint64_t)st.st_size;
+    rd.size = size;
     memset(&err, 0, sizeof err);
     err.offset = -1;
     c->f = ckpt_open_reader(&rd, &opt, &err);
@@ -1099,6 +1104,7 @@ int cmd_convert(int argc, char **argv)
     int nops = 0, r, skip = 0, force = 0, sync = 0;
     const char *key = NULL;
     char *ops[2];
+    cli_out_opts oo;
     struct stat st;
     conv c;
     const cli_option options[] = {
@@ -1133,14 +1139,28 @@ int cmd_convert(int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
 #endif
 
-    if (stat(c.out, &st) == 0 && S_ISDIR(st.st_mode))
-        return cli_error("%s: is a directory", c.out);
-    if (!force && lstat(c.out, &st) == 0)
-        return cli_error("%s: already exists (--force replaces it)", c.out);
+    if (strcmp(c.out, "-") == 0 && isatty(STDOUT_FILENO))
+        return cli_error("not writing a safetensors file to a terminal; redirect "
+                         "standard output or name OUT");
+    memset(&oo, 0, sizeof oo);
+    oo.force = force;
+    oo.sync = sync;
+    oo.input = ops[0];
+    /* refuse a doomed OUT (a folder, the input, an existing file) before
+     * any work: cli_out_open() checks again when it opens OUT */
+    if (strcmp(c.out, "-") != 0 && stat(c.out, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return cli_error("%s: is a directory", c.out);
+        if (cli_same_file(ops[0], &st))
+            return cli_error("%s: is the same file as the input; not writing over it",
+                             c.out);
+        if (S_ISREG(st.st_mode) && !force)
+            return cli_error("%s: already exists (--force replaces it)", c.out);
+    }
 
     r = CLI_FAIL;
     if (open_source(&c, key) == 0 && collect_tensors(&c, skip) == 0 &&
-        collect_metadata(&c) == 0 && write_output(&c, force) == 0)
+        collect_metadata(&c) == 0 && write_output(&c, &oo) == 0)
         r = CLI_OK;
     conv_free(&c);
     return r;

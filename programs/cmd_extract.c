@@ -15,16 +15,19 @@
 #include <sys/types.h>
 
 static const char usage[] =
-    "Usage: ckpt extract [--key K] FILE NAME -o OUT.npy\n"
-    "       ckpt extract [--key K] FILE [NAME] -d DIR\n"
+    "Usage: ckpt extract [--key K] [--force] [--sync] FILE NAME -o OUT.npy\n"
+    "       ckpt extract [--key K] [--force] [--sync] FILE [NAME] -d DIR\n"
     "Write tensors as NumPy .npy files (format 1.0) that\n"
     "numpy.load(path, allow_pickle=False) reads: C order, little-endian,\n"
     "the data 64-byte aligned.  With -o, tensor NAME (as listed by 'ckpt ls';\n"
     "\"\" for a tensor at the root) goes to OUT.npy ('-': standard output).\n"
-    "With -d, every tensor (or only NAME) goes to DIR/<name>.npy, DIR being\n"
-    "created if missing; one line per file is printed: the tensor name as a\n"
-    "JSON string, \" -> \", the path.  Files are written under a temporary\n"
-    "name and renamed when complete.\n"
+    "With -d, every tensor (or only NAME) goes to DIR/<name>.npy, DIR and its\n"
+    "parents being created if missing; one line per file is printed: the\n"
+    "tensor name as a JSON string, \" -> \", the path.  Files are written\n"
+    "under a temporary name and appear when complete.  Existing files are\n"
+    "never replaced without --force (with -d: checked for every file before\n"
+    "the first is written); a device or a FIFO given as OUT is written in\n"
+    "place.  FILE '-' reads the checkpoint from standard input.\n"
     "\n"
     "File names under DIR are made safe: '/', '\\', control characters and\n"
     "bytes that are not UTF-8 become '_', leading dots become '_', \"\"\n"
@@ -45,6 +48,9 @@ static const char usage[] =
     "Options:\n"
     "  -o, --output OUT  write tensor NAME to OUT\n"
     "  -d, --dir DIR     write into DIR\n"
+    "  --force           replace files that exist\n"
+    "  --sync            flush each file to disk before it appears (like cp,\n"
+    "                    the default does not)\n"
     "  --key K           only what is under top-level key K (e.g. state_dict)\n"
     "  -h, --help        show this help\n";
 
@@ -97,26 +103,22 @@ static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
     return CLI_OK;
 }
 
-/* Write t to out_path atomically ("-": standard output). */
+/* Write t to out_path under the output policy ("-": standard output). */
 static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t,
-                      const char *out_path, unsigned char *buf)
+                      const char *out_path, const cli_out_opts *oo, unsigned char *buf)
 {
-    cli_atomic a;
+    cli_out o;
     int r;
-    if (strcmp(out_path, "-") == 0) {
-        r = write_npy(f, path, t, stdout, "standard output", buf);
-        if (r != CLI_OK && cli_stdout_failed())
-            return CLI_FAIL; /* reported by cli_stdout_finish() */
-        return r;
-    }
-    if (cli_atomic_open(&a, out_path) != 0)
+    if (cli_out_open(&o, out_path, oo) != 0)
         return CLI_FAIL;
-    r = write_npy(f, path, t, a.fp, out_path, buf);
+    r = write_npy(f, path, t, o.fp, o.shown, buf);
     if (r == CLI_OK) {
-        if (cli_atomic_commit(&a) != 0)
+        if (cli_out_commit(&o) != 0)
             r = CLI_FAIL;
     } else {
-        cli_atomic_abort(&a);
+        cli_out_abort(&o);
+        if (o.is_stdout && cli_stdout_failed())
+            r = CLI_FAIL; /* reported by cli_stdout_finish() */
     }
     return r;
 }
@@ -300,44 +302,55 @@ oom:
 /* The command                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int make_dir(const char *dir)
+/* DIR/name, without doubling a trailing '/' (malloc'd, or NULL). */
+static char *join(const char *dir, const char *name)
 {
-    struct stat st;
-    if (dir[0] == '\0')
-        return cli_error("the output directory name is empty");
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return cli_error("%s: %s", dir, strerror(errno));
-    if (stat(dir, &st) != 0)
-        return cli_error("%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return cli_error("%s: not a directory", dir);
-    return CLI_OK;
+    size_t dl = strlen(dir), nl = strlen(name);
+    char *out;
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--; /* "out/" and "out" alike */
+    out = malloc(dl + nl + 2);
+    if (!out)
+        return NULL;
+    memcpy(out, dir, dl);
+    if (dl == 1 && dir[0] == '/')
+        dl = 0; /* "/" + name */
+    out[dl] = '/';
+    memcpy(out + dl + 1, name, nl + 1);
+    return out;
 }
 
 static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
                        const ckpt_tensor *const *tensors, size_t n,
-                       unsigned char *buf)
+                       const cli_out_opts *oo, unsigned char *buf)
 {
     char **names = assign_names(tensors, n);
-    size_t i, dl = strlen(dir);
+    size_t i, existing = 0;
+    char *first = NULL;
     int r = CLI_OK;
+    struct stat st;
     if (!names)
         return cli_error("%s: out of memory", path);
-    while (dl > 1 && dir[dl - 1] == '/')
-        dl--; /* "out/" and "out" alike */
+    /* no clobbering: refuse before anything is written */
+    for (i = 0; i < n && !oo->force && r == CLI_OK; i++) {
+        char *out = join(dir, names[i]);
+        if (!out)
+            r = cli_error("%s: out of memory", path);
+        else if (lstat(out, &st) == 0 && existing++ == 0)
+            first = out, out = NULL;
+        free(out);
+    }
+    if (r == CLI_OK && existing > 0)
+        r = cli_error("%s: already exists%s (--force replaces existing files)", first,
+                      existing > 1 ? ", and more files in the folder do" : "");
+    free(first);
     for (i = 0; i < n && r == CLI_OK; i++) {
-        size_t nl = strlen(names[i]);
-        char *out = malloc(dl + nl + 2);
+        char *out = join(dir, names[i]);
         if (!out) {
             r = cli_error("%s: out of memory", path);
             break;
         }
-        memcpy(out, dir, dl);
-        out[dl] = '/';
-        memcpy(out + dl + 1, names[i], nl + 1);
-        if (dl == 1 && dir[0] == '/')
-            memmove(out + 1, out + 2, nl + 1); /* "/" + name */
-        r = extract_to(f, path, tensors[i], out, buf);
+        r = extract_to(f, path, tensors[i], out, oo, buf);
         if (r == CLI_OK) {
             cli_json_string(stdout, tensors[i]->name, strlen(tensors[i]->name));
             fputs(" -> ", stdout);
@@ -354,8 +367,9 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
 
 int cmd_extract(int argc, char **argv)
 {
-    int nops = 0, r;
+    int nops = 0, r, force = 0, sync = 0;
     const char *key = NULL, *out = NULL, *dir = NULL;
+    cli_out_opts oo;
     char *ops[2];
     const ckpt_tensor *t = NULL;
     const ckpt_tensor **list = NULL;
@@ -366,6 +380,8 @@ int cmd_extract(int argc, char **argv)
         {"--output", 'o', 1, &out, NULL},
         {"--dir", 'd', 1, &dir, NULL},
         {"--key", 0, 1, &key, NULL},
+        {"--force", 0, 0, NULL, &force},
+        {"--sync", 0, 0, NULL, &sync},
     };
 
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
@@ -403,9 +419,14 @@ int cmd_extract(int argc, char **argv)
         ckpt_close(f);
         return cli_error("%s: out of memory", ops[0]);
     }
+    memset(&oo, 0, sizeof oo);
+    oo.force = force;
+    oo.sync = sync;
+    oo.input = ops[0];
     if (out) {
-        r = extract_to(f, ops[0], t, out, buf);
-    } else if ((r = make_dir(dir)) == CLI_OK) {
+        r = extract_to(f, ops[0], t, out, &oo, buf);
+    } else if ((r = cli_mkdirs(dir)) == CLI_OK) {
+        oo.no_follow = 1;
         n = t ? 1 : ckpt_tensor_count(f);
         list = malloc((n ? n : 1) * sizeof *list);
         if (!list) {
@@ -413,7 +434,7 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < n; i++)
                 list[i] = t ? t : ckpt_tensor_at(f, i);
-            r = extract_dir(f, ops[0], dir, list, n, buf);
+            r = extract_dir(f, ops[0], dir, list, n, &oo, buf);
         }
         free((void *)list);
     }

@@ -570,6 +570,8 @@ class Runner:
             # -o for the first tensor: the same bytes as under -d
             if ets:
                 one = os.path.join(self.tmp, "one.npy")
+                if os.path.exists(one):
+                    os.unlink(one)  # extract never replaces a file without --force
                 rc, out, err = self.ckpt_run("extract", *keyargs, path, ets[0]["name"],
                                              "-o", one)
                 errs = []
