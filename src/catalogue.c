@@ -318,7 +318,7 @@ static int emit(walker *w, const ckpt_value *v) {
     if (added > 0) return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
     if (!t->listed) t->listed = f->ntensors + 1;
-    f->total_bytes += o->nbytes;
+    if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes)) f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
     return 0;
 }
@@ -647,9 +647,21 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     return rc;
 }
 
+/* max_tensor_bytes applies when a tensor's bytes are read, not when the file
+ * is opened: a file with one huge tensor still lists. */
+static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
+    uint64_t lim = f->opt.max_tensor_bytes;
+    if (t->nbytes <= lim) return 0;
+    int sh = lim && lim % (1ull << 30) == 0 ? 30 : lim && lim % (1ull << 20) == 0 ? 20 : lim && lim % 1024 == 0 ? 10 : 0;
+    return ck_fail(err, CKPT_E_LIMIT, -1, "tensor '%s' of %llu bytes exceeds the tensor size limit of %llu %s "
+                   "(max_tensor_bytes)", t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes,
+                   (unsigned long long)(lim >> sh), sh == 30 ? "GiB" : sh == 20 ? "MiB" : sh == 10 ? "KiB" : "bytes");
+}
+
 int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf, size_t n,
                            ckpt_error *err) {
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(size_ok(f, t, err));
     if (start > t->nbytes || n > t->nbytes - start)
         return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
                        (unsigned long long)start, n, t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
@@ -677,6 +689,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
 
 int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize, ckpt_error *err) {
     if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(size_ok(f, t, err));
     if (bufsize < t->nbytes)
         return ck_fail(err, CKPT_E_ARG, -1, "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
                        t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
@@ -688,6 +701,7 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         ck_fail(err, CKPT_E_ARG, -1, "null argument");
         return NULL;
     }
+    if (size_ok(f, t, err)) return NULL;
     if (!f->src.map) {
         ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "the file is not mapped (open with use_mmap)");
         return NULL;

@@ -683,9 +683,9 @@ static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **ou
             return FAIL(CKPT_E_LIMIT, "tensor element count overflows");
     t->numel = numel;
     uint64_t nbytes;
-    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes) || nbytes > m->f->opt.max_tensor_bytes)
-        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit of %llu bytes",
-                    (unsigned long long)numel, (unsigned long long)m->f->opt.max_tensor_bytes);
+    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes)) /* max_tensor_bytes: checked on reading */
+        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit (its byte count "
+                    "overflows 64 bits)", (unsigned long long)numel);
     if (gid != G_REBUILD_TENSOR) {
         int64_t rg = 0;
         ck_as_int(a[4], &rg);

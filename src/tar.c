@@ -345,8 +345,9 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         if (t->offset < 0) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
         t->numel = numel;
         uint64_t nb;
-        if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nb) || nb > f->opt.max_tensor_bytes)
-            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor exceeds the tensor size limit");
+        if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nb)) /* max_tensor_bytes: checked on reading */
+            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit (its "
+                           "byte count overflows 64 bits)", (unsigned long long)numel);
         kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)key);
         if (ck_map_get(&c->tensors, kb, kn, NULL))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor key %s appears twice", kb);
