@@ -187,11 +187,11 @@ static bool is_module(const ckpt_value *o) {
 
 static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     if (depth > w->f->opt.max_depth)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'", w->f->opt.max_depth,
-                       w->name ? w->name : "");
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'%s", w->f->opt.max_depth,
+                       w->name ? w->name : "", w->f->opt.max_depth < 2048 ? " (max_depth)" : "");
     if (++w->visits > ck_budget(w->f, w->f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, -1,
-                       "walking the object visits more than %llu values (shared references expand too much)",
+                       "walking the object visits more than %llu values (shared references expand too much; max_expansion)",
                        (unsigned long long)ck_budget(w->f, w->f->pickle_bytes));
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
@@ -295,7 +295,7 @@ static int emit(walker *w, const ckpt_value *v) {
     ck_tdef *t = v->u.t;
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors", f->opt.max_entries);
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)", f->opt.max_entries);
     if (w->stored != w->len)
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "a tensor name is longer than %zu bytes ('%.60s...')",
                        CK_MAX_NAME_BYTES, name);
@@ -306,7 +306,7 @@ static int emit(walker *w, const ckpt_value *v) {
     if (w->visits > ck_budget(f, f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
                        "listing the tensors takes more than %llu steps (shared references expand too much; "
-                       "names too long)", (unsigned long long)ck_budget(f, f->pickle_bytes));
+                       "names too long; max_expansion)", (unsigned long long)ck_budget(f, f->pickle_bytes));
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];

@@ -392,7 +392,7 @@ static void memory(void) {
     puts_(&b, "e.");
     ckpt_options_init(&opt);
     opt.max_memory = 64u << 10;
-    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes");
+    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes (max_memory)");
     opt.max_memory = 0; /* no limit */
     expect("max_memory 0 (none)", &b, &opt, CKPT_OK, NULL);
     opt.max_memory = 4u << 20;
@@ -462,13 +462,13 @@ int main(void) {
     puts_(&b, "l."); /* 1001 bytes */
     ckpt_options_init(&opt);
     opt.max_pickle_bytes = 1000;
-    expect("max_pickle_bytes", &b, &opt, CKPT_E_LIMIT, "limit");
+    expect("max_pickle_bytes", &b, &opt, CKPT_E_LIMIT, "limit of 1000 bytes (max_pickle_bytes)");
     opt.max_pickle_bytes = 1001;
     expect("max_pickle_bytes (fits)", &b, &opt, CKPT_OK, NULL);
     /* a string longer than the limit, and one longer than the file */
     reset(&b);
     puts_(&b, "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f.");
-    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit");
+    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit (max_pickle_bytes)");
     reset(&b);
     PUTL(&b, "\x80\x04\x8d\x00\x00\x01\x00\x00\x00\x00\x00.");
     expect("string beyond the bytes left", &b, NULL, CKPT_E_PICKLE, "truncated");
@@ -480,7 +480,7 @@ int main(void) {
     puts_(&b, "N.");
     ckpt_options_init(&opt);
     opt.max_ops = 202;
-    expect("max_ops", &b, &opt, CKPT_E_LIMIT, "opcodes");
+    expect("max_ops", &b, &opt, CKPT_E_LIMIT, "more than 202 pickle opcodes (max_ops)");
     opt.max_ops = 203;
     expect("max_ops (fits)", &b, &opt, CKPT_OK, NULL);
 
@@ -491,7 +491,7 @@ int main(void) {
     puts_(&b, "l.");
     ckpt_options_init(&opt);
     opt.max_stack = 100;
-    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack");
+    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack deeper than 100 (max_stack)");
     opt.max_stack = 101;
     expect("max_stack (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
@@ -501,7 +501,7 @@ int main(void) {
     rep(&b, "l", 100);
     puts_(&b, ".");
     opt.max_stack = 50;
-    expect("max_stack (marks)", &b, &opt, CKPT_E_LIMIT, "stack");
+    expect("max_stack (marks)", &b, &opt, CKPT_E_LIMIT, "(max_stack)");
 
     /* max_depth: lists nested 20 deep */
     reset(&b);
@@ -511,7 +511,7 @@ int main(void) {
     puts_(&b, ".");
     ckpt_options_init(&opt);
     opt.max_depth = 10;
-    expect("max_depth", &b, &opt, CKPT_E_LIMIT, "nest deeper");
+    expect("max_depth", &b, &opt, CKPT_E_LIMIT, "(max_depth)");
     opt.max_depth = 30;
     expect("max_depth (fits)", &b, &opt, CKPT_OK, NULL);
     /* the default handles 100000 levels without a stack overflow */
@@ -525,6 +525,11 @@ int main(void) {
     ckpt_options_init(&opt);
     opt.max_depth = 1u << 30;
     expect("100000 nested lists, max_depth 2**30", &b, &opt, CKPT_E_LIMIT, "nest deeper than 2048");
+    {
+        ckpt_error e;
+        CHECK(run(&b, &opt, &e, NULL) == CKPT_E_LIMIT && !strstr(e.message, "max_depth"),
+              "the 2048 cap is not max_depth's to raise: %s", e.message);
+    }
 
     /* max_memo */
     reset(&b);
@@ -537,7 +542,7 @@ int main(void) {
     reset(&b);
     PUTL(&b, "\x80\x02Nr\x00\x01\x00\x00.");
     opt.max_memo = 50;
-    expect("max_memo (key 256 in a 9-byte pickle)", &b, &opt, CKPT_E_LIMIT, "memo");
+    expect("max_memo (key 256 in a 9-byte pickle)", &b, &opt, CKPT_E_LIMIT, "plus 50 (max_memo)");
     opt.max_memo = 300;
     expect("max_memo (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
@@ -554,7 +559,7 @@ int main(void) {
     puts_(&b, "l.");
     ckpt_options_init(&opt);
     opt.max_expansion = 999;
-    expect("max_expansion (copies)", &b, &opt, CKPT_E_LIMIT, "shared");
+    expect("max_expansion (copies)", &b, &opt, CKPT_E_LIMIT, "; max_expansion)");
     opt.max_expansion = 100000;
     expect("max_expansion (copies fit)", &b, &opt, CKPT_OK, NULL);
     /* and the walk: one tensor under 2**10 names */
@@ -587,14 +592,14 @@ int main(void) {
     CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 1024, "1024 names of one tensor: %s (%zu)", err.message, nt);
     ckpt_options_init(&opt);
     opt.max_expansion = 5000;
-    expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "shared references");
+    expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "max_expansion)");
 
     /* max_entries: storages, tensors */
     reset(&b);
     legacy(&b, 3, 1, 2);
     ckpt_options_init(&opt);
     opt.max_entries = 2;
-    expect("max_entries", &b, &opt, CKPT_E_LIMIT, "more than 2");
+    expect("max_entries", &b, &opt, CKPT_E_LIMIT, "more than 2 globals (max_entries)");
     opt.max_entries = 6; /* 3 storages, 3 tensors, 6 GLOBAL opcodes (not memoized here) */
     expect("max_entries (fits)", &b, &opt, CKPT_OK, NULL);
 
@@ -603,13 +608,13 @@ int main(void) {
     legacy(&b, 1, 5, 2);
     ckpt_options_init(&opt);
     opt.max_rank = 4;
-    expect("max_rank", &b, &opt, CKPT_E_LIMIT, "5 dimensions");
+    expect("max_rank", &b, &opt, CKPT_E_LIMIT, "5 dimensions (limit 4; max_rank)");
     opt.max_rank = 5;
     expect("max_rank (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
     legacy(&b, 1, 65, 2);
     opt.max_rank = 1000;
-    expect("rank 65 with max_rank 1000", &b, &opt, CKPT_E_LIMIT, "65 dimensions");
+    expect("rank 65 with max_rank 1000", &b, &opt, CKPT_E_LIMIT, "65 dimensions (limit 64)");
     reset(&b);
     legacy(&b, 1, 64, 2);
     expect("rank 64", &b, &opt, CKPT_OK, NULL);
