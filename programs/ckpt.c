@@ -45,12 +45,10 @@ static void print_usage(void)
           "Options:\n"
           "  -h, --help     show this help; 'ckpt COMMAND --help' for a command\n"
           "  -V, --version  print the version\n"
-          "\n"
-          "Environment:\n"
-          "  CKPT_MAX_MEMORY=MIB  memory for a file's metadata (values, names,\n"
-          "                       pickle buffers), default 240 MiB plus 24 bytes\n"
-          "                       per pickle byte past 16 MiB; 0: no limit\n"
-          "\n"
+          "\n",
+          stdout);
+    cli_limits_usage(stdout);
+    fputs("\n"
           "Exit status: 0 success, 1 failure (the file could not be read, ...),\n"
           "2 usage error, 3 'scan' found something dangerous.\n",
           stdout);
