@@ -452,13 +452,13 @@ static int write_tensor(conv *c, const conv_tensor *ct)
 
     if (n == 0)
         return 0;
+    /* copied around the library: a read of 0 bytes checks the tensor size
+     * limit, reading nothing */
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (direct && ckpt_tensor_read_range(c->f, t, 0, NULL, 0, &err) != 0)
+        return lib_error(c, &err);
     if (direct && n >= DIRECT_MIN) {
-        unsigned char probe;
-        /* copied around the library: let it check the tensor size limit */
-        memset(&err, 0, sizeof err);
-        err.offset = -1;
-        if (ckpt_tensor_read_range(c->f, t, 0, &probe, 1, &err) != 0)
-            return lib_error(c, &err);
         if (stage_flush(c) != 0)
             return -1;
         if (copy_direct(c, (uint64_t)t->file_offset, c->stage_off, n) != 0)

@@ -661,7 +661,7 @@ static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
 int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf, size_t n,
                            ckpt_error *err) {
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
-    CK_TRY(size_ok(f, t, err));
+    CK_TRY(size_ok(f, t, err)); /* also for n == 0: a check that reads nothing */
     if (start > t->nbytes || n > t->nbytes - start)
         return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
                        (unsigned long long)start, n, t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
