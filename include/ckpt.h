@@ -276,7 +276,9 @@ CKPT_API int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t,
 
 /* Read `n` bytes of a tensor's contiguous native-order image starting at byte
  * `start` (0 <= start, start + n <= t->nbytes): for streaming a large tensor
- * through a small buffer.  Returns 0, or -1 with err filled. */
+ * through a small buffer.  max_tensor_bytes applies to the whole tensor; with
+ * n == 0 (buf may be NULL) it is checked and nothing is read.  Returns 0, or
+ * -1 with err filled. */
 CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
                                     uint64_t start, void *buf, size_t n,
                                     ckpt_error *err);

@@ -350,6 +350,9 @@ static void tensor_bytes_on_read(void) {
         CHECK(ckpt_tensor_read_range(f, t, 0, all, 4, &err) != 0 && err.code == CKPT_E_LIMIT,
               "ckpt_tensor_read_range of 4 bytes of it: %s", err.message);
         memset(&err, 0, sizeof err);
+        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) != 0 && err.code == CKPT_E_LIMIT,
+              "a read of 0 bytes checks the limit: %s", err.message);
+        memset(&err, 0, sizeof err);
         CHECK(ckpt_tensor_data(f, t, &err) == NULL && err.code == CKPT_E_LIMIT,
               "ckpt_tensor_data: %s %s", ckpt_code_name(err.code), err.message);
         ckpt_close(f);
@@ -362,6 +365,7 @@ static void tensor_bytes_on_read(void) {
         float all[16];
         CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) == 0 && all[15] == 1.0f, "1 KiB limit: %s", err.message);
         CHECK(ckpt_tensor_data(f, t, &err) != NULL, "1 KiB limit, zero copy: %s", err.message);
+        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) == 0, "1 KiB limit, 0 bytes: %s", err.message);
         ckpt_close(f);
     }
     opt.max_tensor_bytes = 32;
