@@ -102,7 +102,9 @@ typedef struct ckpt_global_ref {
 
 typedef struct ckpt_options {
     uint64_t max_pickle_bytes; /* bytes of one pickle (data.pkl, a legacy pickle, ...) */
-    uint64_t max_tensor_bytes; /* bytes one tensor may materialise */
+    uint64_t max_tensor_bytes; /* bytes one tensor may materialise: checked
+                                  by ckpt_tensor_read*() and ckpt_tensor_data(),
+                                  not at open (a huge tensor still lists) */
     uint64_t max_ops;          /* opcodes executed in one pickle */
     uint32_t max_stack;        /* pickle stack depth plus marks */
     uint32_t max_depth;        /* how deeply values may nest when walked
@@ -202,7 +204,7 @@ typedef struct ckpt_info {
     const char *root;         /* ZIP root folder ("archive", ...), "" otherwise */
     size_t tensor_count;
     size_t storage_count;
-    uint64_t total_bytes;     /* sum of every tensor's nbytes */
+    uint64_t total_bytes;     /* sum of every tensor's nbytes (UINT64_MAX if it overflows) */
     uint64_t file_size;
 } ckpt_info;
 
@@ -274,7 +276,9 @@ CKPT_API int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t,
 
 /* Read `n` bytes of a tensor's contiguous native-order image starting at byte
  * `start` (0 <= start, start + n <= t->nbytes): for streaming a large tensor
- * through a small buffer.  Returns 0, or -1 with err filled. */
+ * through a small buffer.  max_tensor_bytes applies to the whole tensor; with
+ * n == 0 (buf may be NULL) it is checked and nothing is read.  Returns 0, or
+ * -1 with err filled. */
 CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
                                     uint64_t start, void *buf, size_t n,
                                     ckpt_error *err);

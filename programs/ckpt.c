@@ -55,12 +55,10 @@ static void print_usage(void)
           "  device or a FIFO in place, make OUT appear only once complete, and\n"
           "  fsync only with --sync.  OUT '-' is standard output; binary output\n"
           "  is not sent to a terminal unless asked for with '-o -'.\n"
-          "\n"
-          "Environment:\n"
-          "  CKPT_MAX_MEMORY=MIB  memory for a file's metadata (values, names,\n"
-          "                       pickle buffers), default 240 MiB plus 24 bytes\n"
-          "                       per pickle byte past 16 MiB; 0: no limit\n"
-          "\n"
+          "\n",
+          stdout);
+    cli_limits_usage(stdout);
+    fputs("\n"
           "Exit status: 0 success, 1 failure (the file could not be read, ...),\n"
           "2 usage error, 3 'scan' found something dangerous.\n",
           stdout);

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,17 +44,29 @@ int cli_usage_error(const char *fmt, ...)
     return CLI_USAGE;
 }
 
+static const char *limit_hint(const ckpt_error *err, size_t *at, size_t *len);
+
 int cli_file_error(const char *path, const ckpt_error *err)
 {
     char msg[sizeof err->message + 1];
-    size_t i;
+    size_t i, at = 0, len = 0;
     const char *text = err->message;
+    const char *hint = limit_hint(err, &at, &len);
     if (text[0] == '\0')
         text = ckpt_code_name(err->code);
     /* keep it one line whatever the library said */
     for (i = 0; text[i] != '\0' && i < sizeof msg - 1; i++)
         msg[i] = (text[i] == '\n' || text[i] == '\r') ? ' ' : text[i];
     msg[i] = '\0';
+    if (hint) { /* "(max_tensor_bytes)" -> "(raise it with --max-tensor-size ...)" */
+        msg[at] = '\0';
+        if (err->offset >= 0)
+            fprintf(stderr, "ckpt: %s: %s%s%s (byte %lld)\n", path, msg, hint,
+                    msg + at + len, (long long)err->offset);
+        else
+            fprintf(stderr, "ckpt: %s: %s%s%s\n", path, msg, hint, msg + at + len);
+        return CLI_FAIL;
+    }
     if (err->offset >= 0)
         fprintf(stderr, "ckpt: %s: %s (byte %lld)\n", path, msg,
                 (long long)err->offset);
@@ -75,6 +88,10 @@ static const cli_option *find_long(const cli_option *o, size_t n,
             return &o[i];
     return NULL;
 }
+
+static int limit_flag(const char *cmd, const char *a, size_t len,
+                      const char *value);
+static void limits_usage(void);
 
 static const cli_option *find_short(const cli_option *o, size_t n, char c)
 {
@@ -105,15 +122,27 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
+            limits_usage();
             return CLI_OK;
         }
         if (a[1] == '-') {
             const char *eq = strchr(a, '=');
             size_t len = eq ? (size_t)(eq - a) : strlen(a);
             const cli_option *o = find_long(options, noptions, a, len);
-            if (!o)
+            if (!o) {
+                /* a limit flag, accepted by every command */
+                int r = limit_flag(argv[0], a, len,
+                                   eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL);
+                if (r == CLI_USAGE)
+                    return r;
+                if (r == CLI_OK) {
+                    if (!eq)
+                        i++;
+                    continue;
+                }
                 return cli_usage_error("%s: unknown option '%.*s'", argv[0],
                                        (int)len, a);
+            }
             if (!o->takes_value) {
                 if (eq)
                     return cli_usage_error("%s: option '%s' takes no value",
@@ -149,32 +178,276 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
 /* Files                                                                      */
 /* ------------------------------------------------------------------------ */
 
-static int max_memory_set;
-static uint64_t max_memory;
+/* Every limit of ckpt_options, as a flag that every command accepts and an
+ * environment variable.  A flag beats the environment, which beats the
+ * library's default. */
+typedef struct cli_limit {
+    const char *flag;  /* "--max-tensor-size" */
+    const char *env;   /* "CKPT_MAX_TENSOR_SIZE" */
+    const char *field; /* the ckpt_options field the library's errors name */
+    int size;          /* a size in bytes: takes suffixes (K, M, G, ...) */
+    size_t offset, width; /* of the field in ckpt_options */
+    uint64_t min, max;
+    const char *help;
+} cli_limit;
+
+#define LIMIT_FIELD(f) offsetof(ckpt_options, f), sizeof(((ckpt_options *)0)->f)
+
+static const cli_limit limits[] = {
+    {"--max-pickle-size", "CKPT_MAX_PICKLE_SIZE", "max_pickle_bytes", 1,
+     LIMIT_FIELD(max_pickle_bytes), 1, UINT64_MAX, "bytes of one pickle"},
+    {"--max-tensor-size", "CKPT_MAX_TENSOR_SIZE", "max_tensor_bytes", 1,
+     LIMIT_FIELD(max_tensor_bytes), 1, UINT64_MAX,
+     "bytes of one tensor that cat, extract or convert reads\n"
+     "(ls, show, info and scan list any size)"},
+    {"--max-ops", "CKPT_MAX_OPS", "max_ops", 0, LIMIT_FIELD(max_ops), 1,
+     UINT64_MAX, "opcodes run in one pickle"},
+    {"--max-stack", "CKPT_MAX_STACK", "max_stack", 0, LIMIT_FIELD(max_stack), 1,
+     UINT32_MAX, "pickle stack entries and marks"},
+    {"--max-depth", "CKPT_MAX_DEPTH", "max_depth", 0, LIMIT_FIELD(max_depth), 1,
+     2048, "nesting of values (at most 2048)"},
+    {"--max-memo", "CKPT_MAX_MEMO", "max_memo", 0, LIMIT_FIELD(max_memo), 0,
+     UINT32_MAX, "memo keys beyond the pickle's length"},
+    {"--max-expansion", "CKPT_MAX_EXPANSION", "max_expansion", 0,
+     LIMIT_FIELD(max_expansion), 0, UINT64_MAX,
+     "values a walk visits (plus half per pickle byte)"},
+    {"--max-entries", "CKPT_MAX_ENTRIES", "max_entries", 0,
+     LIMIT_FIELD(max_entries), 1, UINT32_MAX,
+     "archive records, storages, tensors, globals (each)"},
+    {"--max-rank", "CKPT_MAX_RANK", "max_rank", 0, LIMIT_FIELD(max_rank), 0, 64,
+     "dimensions of a tensor (at most 64)"},
+    {"--max-memory", "CKPT_MAX_MEMORY", "max_memory", 1,
+     LIMIT_FIELD(max_memory), 0, UINT64_MAX,
+     "memory for a file's metadata (plus 24 bytes per pickle\n"
+     "byte past 16 MiB); 0: no limit"},
+};
+
+#define NLIMITS (sizeof limits / sizeof limits[0])
+
+static uint64_t limit_value[NLIMITS];
+static int limit_set[NLIMITS];
+
+/* "512M", "20G", "1KiB", "1000", "64KB": K, M, G, T, P, E and KiB, MiB, ...
+ * are powers of 1024, KB, MB, ... powers of 1000 (as in GNU coreutils).  A
+ * plain number is bytes, or `plain_unit` bytes.  0 on success. */
+static int parse_limit(const cli_limit *l, const char *s, uint64_t plain_unit,
+                       uint64_t *out)
+{
+    static const char units[] = "KMGTPE";
+    unsigned long long v;
+    uint64_t mul = plain_unit;
+    const char *u;
+    char *end;
+    if (!s || s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    if (*end != '\0') {
+        const char *p;
+        int i;
+        if (!l->size)
+            return -1;
+        u = strchr(units, end[0] >= 'a' && end[0] <= 'z' ? end[0] - 'a' + 'A' : end[0]);
+        if (end[0] == 'B' && end[1] == '\0') {
+            mul = 1;
+        } else if (!u) {
+            return -1;
+        } else {
+            uint64_t base = 1024;
+            p = end + 1;
+            if (strcmp(p, "iB") == 0 || *p == '\0')
+                base = 1024;
+            else if (strcmp(p, "B") == 0)
+                base = 1000;
+            else
+                return -1;
+            mul = 1;
+            for (i = 0; i <= (int)(u - units); i++)
+                mul *= base;
+        }
+    }
+    if (mul != 0 && v > UINT64_MAX / mul)
+        return -1;
+    *out = (uint64_t)v * mul;
+    if (*out < l->min || *out > l->max)
+        return -1;
+    return 0;
+}
+
+/* A usage error for a bad value of l: from flag l->flag of command `cmd`,
+ * or (cmd NULL) from its environment variable. */
+static int bad_limit(const char *cmd, const cli_limit *l, const char *s)
+{
+    char range[64];
+    const char *name = cmd ? l->flag : l->env;
+    if (l->min == 0 && l->size)
+        snprintf(range, sizeof range, "0 for no limit");
+    else if (l->max == UINT64_MAX)
+        snprintf(range, sizeof range, "at least %llu", (unsigned long long)l->min);
+    else
+        snprintf(range, sizeof range, "from %llu to %llu", (unsigned long long)l->min,
+                 (unsigned long long)l->max);
+    if (l->size)
+        return cli_usage_error("%s%s%s takes a size in bytes (%s%s), with an optional "
+                               "suffix K, M, G, T (powers of 1024) or KB, MB, GB, TB "
+                               "(powers of 1000), not '%s'",
+                               cmd ? cmd : "", cmd ? ": " : "", name, range,
+                               !cmd && strcmp(l->field, "max_memory") == 0
+                                   ? "; a plain number is MiB" : "",
+                               s);
+    return cli_usage_error("%s%s%s takes a number %s, not '%s'", cmd ? cmd : "",
+                           cmd ? ": " : "", name, range, s);
+}
+
+/* CLI_OK when a[0..len) is a limit flag and `value` was taken (the caller
+ * steps over it), CLI_USAGE after a bad value, CLI_CONTINUE when a is not a
+ * limit flag. */
+static int limit_flag(const char *cmd, const char *a, size_t len,
+                      const char *value)
+{
+    size_t i;
+    uint64_t v;
+    for (i = 0; i < NLIMITS; i++) {
+        const cli_limit *l = &limits[i];
+        if (strlen(l->flag) != len || strncmp(l->flag, a, len) != 0)
+            continue;
+        if (!value)
+            return cli_usage_error("%s: option '%s' needs a value", cmd, l->flag);
+        if (parse_limit(l, value, 1, &v) != 0)
+            return bad_limit(cmd, l, value);
+        limit_value[i] = v;
+        limit_set[i] = 2;
+        return CLI_OK;
+    }
+    return CLI_CONTINUE;
+}
 
 int cli_env_init(void)
 {
-    const char *s = getenv("CKPT_MAX_MEMORY");
-    char *end;
-    unsigned long long mib;
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    mib = strtoull(s, &end, 10);
-    if (errno != 0 || *end != 0 || s[0] == '-' || mib > (UINT64_MAX >> 20)) {
-        cli_usage_error("CKPT_MAX_MEMORY must be a number of MiB (0: no limit), not '%s'", s);
-        return -1;
+    size_t i;
+    for (i = 0; i < NLIMITS; i++) {
+        const cli_limit *l = &limits[i];
+        const char *s = getenv(l->env);
+        uint64_t v;
+        /* CKPT_MAX_MEMORY was a number of MiB before sizes took suffixes */
+        uint64_t plain = strcmp(l->field, "max_memory") == 0 ? (1u << 20) : 1;
+        if (!s || !*s)
+            continue;
+        if (parse_limit(l, s, plain, &v) != 0) {
+            bad_limit(NULL, l, s);
+            return -1;
+        }
+        limit_value[i] = v;
+        limit_set[i] = 1;
     }
-    max_memory = (uint64_t)mib << 20;
-    max_memory_set = 1;
     return 0;
 }
 
 void cli_options(ckpt_options *opt)
 {
+    size_t i;
     ckpt_options_init(opt);
-    if (max_memory_set)
-        opt->max_memory = max_memory;
+    for (i = 0; i < NLIMITS; i++) {
+        unsigned char *field = (unsigned char *)opt + limits[i].offset;
+        if (!limit_set[i])
+            continue;
+        if (limits[i].width == sizeof(uint32_t)) {
+            uint32_t v = (uint32_t)limit_value[i];
+            memcpy(field, &v, sizeof v);
+        } else {
+            memcpy(field, &limit_value[i], sizeof limit_value[i]);
+        }
+    }
+}
+
+/* A limit error names the field that raises it ("(max_stack)" or
+ * "(limit 4; max_rank)"): the flag and variable to say instead, and where
+ * the name is in the message. */
+static const char *limit_hint(const ckpt_error *err, size_t *at, size_t *len)
+{
+    static char hint[96];
+    size_t i;
+    if (err->code != CKPT_E_LIMIT)
+        return NULL;
+    for (i = 0; i < NLIMITS; i++) {
+        const cli_limit *l = &limits[i];
+        size_t n = strlen(l->field);
+        const char *p = err->message;
+        while ((p = strstr(p, l->field)) != NULL) {
+            char after = p[n];
+            if ((p == err->message || p[-1] == '(' || p[-1] == ' ') &&
+                (after == ')' || after == ';' || after == ',' || after == '\0'))
+                break;
+            p += n;
+        }
+        if (!p)
+            continue;
+        snprintf(hint, sizeof hint, "raise it with %s or %s", l->flag, l->env);
+        *at = (size_t)(p - err->message);
+        *len = n;
+        return hint;
+    }
+    return NULL;
+}
+
+/* "10G", "240M", "1000": a size in the biggest unit that is exact. */
+static void format_limit(const cli_limit *l, uint64_t v, char *buf, size_t cap)
+{
+    static const char units[] = "KMGTPE";
+    int k = -1;
+    while (l->size && v != 0 && v % 1024 == 0 && k < 5) {
+        v /= 1024;
+        k++;
+    }
+    if (k >= 0)
+        snprintf(buf, cap, "%llu%c", (unsigned long long)v, units[k]);
+    else
+        snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+void cli_limits_usage(FILE *out)
+{
+    size_t i;
+    ckpt_options def;
+    ckpt_options_init(&def);
+    fputs("Limits (every command): against hostile files; raise one when an honest\n"
+          "file hits it (the error names the flag).  A flag beats its variable.\n"
+          "SIZE is bytes, or with a suffix K, M, G, T (powers of 1024, also KiB, ...)\n"
+          "or KB, MB, GB, TB (powers of 1000).\n",
+          out);
+    for (i = 0; i < NLIMITS; i++) {
+        const cli_limit *l = &limits[i];
+        const char *h = l->help, *nl;
+        const unsigned char *field = (const unsigned char *)&def + l->offset;
+        uint64_t v;
+        char dflt[32];
+        if (l->width == sizeof(uint32_t)) {
+            uint32_t v32;
+            memcpy(&v32, field, sizeof v32);
+            v = v32;
+        } else {
+            memcpy(&v, field, sizeof v);
+        }
+        format_limit(l, v, dflt, sizeof dflt);
+        fprintf(out, "  %s %s, %s=%s  (default %s)\n", l->flag,
+                l->size ? "SIZE" : "N", l->env, l->size ? "SIZE" : "N", dflt);
+        while ((nl = strchr(h, '\n')) != NULL) {
+            fprintf(out, "      %.*s\n", (int)(nl - h), h);
+            h = nl + 1;
+        }
+        fprintf(out, "      %s\n", h);
+    }
+    fputs("  CKPT_MAX_MEMORY also takes a plain number of MiB, as it always did.\n",
+          out);
+}
+
+static void limits_usage(void)
+{
+    fputs("\nLimit flags (--max-tensor-size, --max-memory, ...) are accepted too:\n"
+          "see 'ckpt --help'.\n",
+          stdout);
 }
 
 ckpt_file *cli_open(const char *path, const char *key)

@@ -47,7 +47,8 @@ int cli_usage_error(const char *fmt, ...)
     ;
 
 /* "ckpt: PATH: <err->message> (byte N)" on stderr, without " (byte N)" when
- * err->offset is -1; returns CLI_FAIL. */
+ * err->offset is -1; a limit error's option name ("max_stack") becomes the
+ * flag and variable that raise it.  Returns CLI_FAIL. */
 int cli_file_error(const char *path, const ckpt_error *err);
 
 /* ---- option parsing ----------------------------------------------------- */
@@ -71,10 +72,15 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
 
 /* ---- files -------------------------------------------------------------- */
 
-/* Read the environment (CKPT_MAX_MEMORY); 0, or -1 after a usage error. */
+/* Read the limits' environment variables (CKPT_MAX_TENSOR_SIZE, ...,
+ * CKPT_MAX_MEMORY); 0, or -1 after a usage error. */
 int cli_env_init(void);
-/* ckpt_options_init() and what the environment asks for. */
+/* ckpt_options_init(), then the limits the environment and the flags ask
+ * for (cli_parse() takes --max-tensor-size, ... for every command; a flag
+ * beats its variable). */
 void cli_options(ckpt_options *opt);
+/* The "Limits (every command)" section of 'ckpt --help'. */
+void cli_limits_usage(FILE *out);
 
 /* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
  * failure print the error (cli_file_error) and return NULL. */

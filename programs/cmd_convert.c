@@ -492,6 +492,12 @@ static int write_tensor(conv *c, const conv_tensor *ct)
 
     if (n == 0)
         return 0;
+    /* copied around the library: a read of 0 bytes checks the tensor size
+     * limit, reading nothing */
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (direct && ckpt_tensor_read_range(c->f, t, 0, NULL, 0, &err) != 0)
+        return lib_error(c, &err);
     if (direct && n >= DIRECT_MIN) {
         if (stage_flush(c) != 0)
             return -1;

@@ -69,7 +69,7 @@ int cmd_verify(int argc, char **argv)
         return cli_usage_error("verify: missing FILE");
     path = ops[0];
 
-    ckpt_options_init(&opt);
+    cli_options(&opt);
     memset(&err, 0, sizeof err);
     err.offset = -1;
     f = ckpt_open(path, &opt, &err);

@@ -187,11 +187,11 @@ static bool is_module(const ckpt_value *o) {
 
 static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     if (depth > w->f->opt.max_depth)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'", w->f->opt.max_depth,
-                       w->name ? w->name : "");
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'%s", w->f->opt.max_depth,
+                       w->name ? w->name : "", w->f->opt.max_depth < 2048 ? " (max_depth)" : "");
     if (++w->visits > ck_budget(w->f, w->f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, -1,
-                       "walking the object visits more than %llu values (shared references expand too much)",
+                       "walking the object visits more than %llu values (shared references expand too much; max_expansion)",
                        (unsigned long long)ck_budget(w->f, w->f->pickle_bytes));
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
@@ -295,7 +295,7 @@ static int emit(walker *w, const ckpt_value *v) {
     ck_tdef *t = v->u.t;
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors", f->opt.max_entries);
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)", f->opt.max_entries);
     if (w->stored != w->len)
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "a tensor name is longer than %zu bytes ('%.60s...')",
                        CK_MAX_NAME_BYTES, name);
@@ -306,7 +306,7 @@ static int emit(walker *w, const ckpt_value *v) {
     if (w->visits > ck_budget(f, f->pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
                        "listing the tensors takes more than %llu steps (shared references expand too much; "
-                       "names too long)", (unsigned long long)ck_budget(f, f->pickle_bytes));
+                       "names too long; max_expansion)", (unsigned long long)ck_budget(f, f->pickle_bytes));
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
@@ -318,7 +318,7 @@ static int emit(walker *w, const ckpt_value *v) {
     if (added > 0) return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
     if (!t->listed) t->listed = f->ntensors + 1;
-    f->total_bytes += o->nbytes;
+    if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes)) f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
     return 0;
 }
@@ -647,9 +647,21 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     return rc;
 }
 
+/* max_tensor_bytes applies when a tensor's bytes are read, not when the file
+ * is opened: a file with one huge tensor still lists. */
+static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
+    uint64_t lim = f->opt.max_tensor_bytes;
+    if (t->nbytes <= lim) return 0;
+    int sh = lim && lim % (1ull << 30) == 0 ? 30 : lim && lim % (1ull << 20) == 0 ? 20 : lim && lim % 1024 == 0 ? 10 : 0;
+    return ck_fail(err, CKPT_E_LIMIT, -1, "tensor '%s' of %llu bytes exceeds the tensor size limit of %llu %s "
+                   "(max_tensor_bytes)", t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes,
+                   (unsigned long long)(lim >> sh), sh == 30 ? "GiB" : sh == 20 ? "MiB" : sh == 10 ? "KiB" : "bytes");
+}
+
 int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf, size_t n,
                            ckpt_error *err) {
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(size_ok(f, t, err)); /* also for n == 0: a check that reads nothing */
     if (start > t->nbytes || n > t->nbytes - start)
         return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
                        (unsigned long long)start, n, t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
@@ -677,6 +689,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
 
 int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize, ckpt_error *err) {
     if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(size_ok(f, t, err));
     if (bufsize < t->nbytes)
         return ck_fail(err, CKPT_E_ARG, -1, "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
                        t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
@@ -688,6 +701,7 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         ck_fail(err, CKPT_E_ARG, -1, "null argument");
         return NULL;
     }
+    if (size_ok(f, t, err)) return NULL;
     if (!f->src.map) {
         ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "the file is not mapped (open with use_mmap)");
         return NULL;

@@ -197,14 +197,14 @@ static int copied(machine *m, uint64_t words) {
     }
     if (m->f->copies > cap)
         return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
-                    "(shared references expand too much)", (unsigned long long)cap);
+                    "(shared references expand too much%s)", (unsigned long long)cap, cap == budget ? "; max_expansion" : "");
     return 0;
 }
 
 static int push(machine *m, ckpt_value *v) {
     if (!v) return OOM();
     if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack) /* every push, not only when growing */
-        return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
+        return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->f->opt.max_stack);
     if (m->sp == m->scap) {
         CK_TRY(mgrow(m, (void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack));
     }
@@ -281,8 +281,8 @@ static int memo_put(machine *m, uint64_t key) {
         return -1;
     }
     if (key >= limit)
-        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu (max_memo + pickle length)",
-                    (unsigned long long)key, (unsigned long long)limit);
+        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu, the pickle's length plus %u (max_memo)",
+                    (unsigned long long)key, (unsigned long long)limit, m->f->opt.max_memo);
     ckpt_value *v = top(m);
     if (!v) return -1;
     if (key >= m->mcap2) {
@@ -580,7 +580,7 @@ static void map_py2(const char **mod, size_t *mn) {
 static int make_global(machine *m, const char *mod, size_t mn, const char *name,
                        size_t nn) {
     if (m->f->nglobals >= m->f->opt.max_entries)
-        return FAIL(CKPT_E_LIMIT, "more than %u globals", m->f->opt.max_entries);
+        return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->f->opt.max_entries);
     map_py2(&mod, &mn);
     ckpt_value *g = ck_new(m->f, CKPT_V_GLOBAL);
     if (!g || !(g->u.g = ck_alloc(&m->f->arena, sizeof *g->u.g))) return OOM();
@@ -631,8 +631,8 @@ static int int_list(machine *m, const ckpt_value *v, const char *what, uint32_t 
                     int64_t **out) {
     if (!is_seq(v)) return PFAIL("tensor %s is not a tuple", what);
     if (v->u.seq.n > m->f->opt.max_rank || v->u.seq.n > 64)
-        return FAIL(CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u)", v->u.seq.n,
-                    m->f->opt.max_rank < 64 ? m->f->opt.max_rank : 64);
+        return FAIL(CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u%s)", v->u.seq.n,
+                    m->f->opt.max_rank < 64 ? m->f->opt.max_rank : 64, v->u.seq.n <= 64 ? "; max_rank" : "");
     *n = (uint32_t)v->u.seq.n;
     *out = NULL;
     if (!*n) return 0;
@@ -683,9 +683,9 @@ static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **ou
             return FAIL(CKPT_E_LIMIT, "tensor element count overflows");
     t->numel = numel;
     uint64_t nbytes;
-    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes) || nbytes > m->f->opt.max_tensor_bytes)
-        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit of %llu bytes",
-                    (unsigned long long)numel, (unsigned long long)m->f->opt.max_tensor_bytes);
+    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes)) /* max_tensor_bytes: checked on reading */
+        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit (its byte count "
+                    "overflows 64 bits)", (unsigned long long)numel);
     if (gid != G_REBUILD_TENSOR) {
         int64_t rg = 0;
         ck_as_int(a[4], &rg);
@@ -985,7 +985,7 @@ static int run(machine *m, ckpt_value **result) {
             return PFAIL("pickle ends without STOP");
         }
         if (++ops > m->f->opt.max_ops)
-            return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes",
+            return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes (max_ops)",
                         (unsigned long long)m->f->opt.max_ops);
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
@@ -999,7 +999,7 @@ static int run(machine *m, ckpt_value **result) {
             return 0;
         case '(': /* MARK */
             if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
-                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u", m->f->opt.max_stack);
+                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->f->opt.max_stack);
             CK_TRY(mgrow(m, (void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks));
             m->marks[m->nmarks++] = m->sp;
             break;
@@ -1095,7 +1095,7 @@ static int run(machine *m, ckpt_value **result) {
             uint64_t len = w == 1 ? m->p[0] : w == 4 ? ck_le32(m->p) : ck_le64(m->p);
             if (op == 'T' && len > INT32_MAX) return PFAIL("BINSTRING with negative length");
             if (len > m->f->opt.max_pickle_bytes)
-                return FAIL(CKPT_E_LIMIT, "string of %llu bytes exceeds the pickle size limit",
+                return FAIL(CKPT_E_LIMIT, "string of %llu bytes exceeds the pickle size limit (max_pickle_bytes)",
                             (unsigned long long)len);
             CK_TRY(need(m, w + (size_t)len));
             ckpt_kind k = (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
@@ -1335,7 +1335,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         int r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
                            label, (unsigned long long)f->opt.max_pickle_bytes);
         return r == 0 ? 0 : -1;
     }
@@ -1370,7 +1370,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
         r = ck_pickle_run(f, &in, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1 && win == cap) {
-            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes",
+            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
                         label, (unsigned long long)f->opt.max_pickle_bytes);
             break;
         }
@@ -1378,7 +1378,7 @@ int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
             if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
                 strstr(err->message, "truncated"))
                 r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
-                            "%s is larger than the pickle size limit of %llu bytes",
+                            "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
                             label, (unsigned long long)f->opt.max_pickle_bytes);
             break;
         }

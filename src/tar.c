@@ -121,7 +121,7 @@ static int find_members(ckpt_file *f, member m[4], ckpt_error *err) {
         if (zero) break;
         if (!checksum_ok(h)) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR header checksum mismatch");
         if (++count > f->opt.max_entries)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "TAR has more than %u members", f->opt.max_entries);
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "TAR has more than %u members (max_entries)", f->opt.max_entries);
         uint64_t size;
         if (!octal(h + 124, 12, &size)) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off + 124, "bad TAR size field");
         if (has_pax_size) size = pax_size;
@@ -307,7 +307,8 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         CK_TRY(ck_read(&f->src, off, h, 8, "TAR tensor rank", err));
         int32_t nd = (int32_t)ck_le32(h);
         if (nd < 0 || (uint32_t)nd > f->opt.max_rank || nd > 64)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "TAR tensor has %d dimensions", nd);
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "TAR tensor has %d dimensions%s", nd,
+                           nd > 0 && nd <= 64 ? " (max_rank)" : "");
         off += 8;
         size_t need = (size_t)nd * 16 + 8;
         if (end - off < need) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: truncated");
@@ -345,8 +346,9 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         if (t->offset < 0) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
         t->numel = numel;
         uint64_t nb;
-        if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nb) || nb > f->opt.max_tensor_bytes)
-            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor exceeds the tensor size limit");
+        if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nb)) /* max_tensor_bytes: checked on reading */
+            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit (its "
+                           "byte count overflows 64 bits)", (unsigned long long)numel);
         kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)key);
         if (ck_map_get(&c->tensors, kb, kn, NULL))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor key %s appears twice", kb);

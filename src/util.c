@@ -193,8 +193,7 @@ void ck_mem_blame(const ckpt_file *f, ckpt_error *err) {
     if (!err || err->code != CKPT_E_NOMEM || !f->arena.over) return;
     uint64_t lim = f->arena.limit;
     ck_fail(err, CKPT_E_LIMIT, err->offset,
-            "the file's values need more than the memory limit of %llu %s (max_memory; "
-            "CKPT_MAX_MEMORY for the ckpt tool)",
+            "the file's values need more than the memory limit of %llu %s (max_memory)",
             (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim), lim >= (1u << 20) ? "MiB" : "bytes");
 }
 
@@ -421,7 +420,7 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
 
 int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err) {
     if (f->nstorages >= f->opt.max_entries)
-        return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages",
+        return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages (max_entries)",
                        f->opt.max_entries);
     CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1,
                    sizeof *f->storages, err));

@@ -109,7 +109,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                        "central directory (%llu bytes at %llu) lies outside the archive",
                        (unsigned long long)cd_size, (unsigned long long)cd_off);
     if (entries > f->opt.max_entries)
-        return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos, "ZIP has %llu records (limit %u)",
+        return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos, "ZIP has %llu records (limit %u; max_entries)",
                        (unsigned long long)entries, f->opt.max_entries);
     if (entries * 46 > cd_size)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
@@ -597,7 +597,7 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
                       ckpt_value *(*pl)(ckpt_file *, void *, ckpt_value *, int64_t, ckpt_error *),
                       void *ud, ckpt_value **out, ckpt_error *err) {
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu)", label,
+        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu; max_pickle_bytes)", label,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;

@@ -229,6 +229,155 @@ static void linear_reads(void) {
 
 static void reset(buf *b) { b->n = 0; }
 
+/* ---- max_tensor_bytes is checked on reading, not at open ---------------- */
+
+static void bint4(buf *b, uint32_t v) { /* BININT */
+    uint8_t h[5] = {'J', (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    put(b, h, 5);
+}
+
+/* A file of `size` bytes: `head` then zeros (a sparse file, without disk). */
+typedef struct virtual_file {
+    const buf *head;
+    uint64_t size;
+} virtual_file;
+
+static int virtual_read(void *opaque, uint64_t off, void *dst, size_t n) {
+    const virtual_file *v = opaque;
+    if (off > v->size || n > v->size - off) return -1;
+    size_t k = off < v->head->n ? (size_t)(v->head->n - off < n ? v->head->n - off : n) : 0;
+    if (k) memcpy(dst, v->head->p + off, k);
+    memset((uint8_t *)dst + k, 0, n - k);
+    return 0;
+}
+
+/* A legacy stream with "small" (4 floats) and "big" (an int64 tensor of
+ * 11 GiB whose bytes are the zeros after `b`); returns the file's size. */
+static uint64_t legacy_big(buf *b) {
+    const uint32_t big = (uint32_t)((11ull << 30) / 8);
+    put(b, LEGACY_PREFIX, sizeof LEGACY_PREFIX - 1);
+    puts_(b, "\x80\x02}(");
+    uni(b, "small");
+    puts_(b, "ctorch._utils\n_rebuild_tensor_v2\n((");
+    uni(b, "storage");
+    puts_(b, "ctorch\nFloatStorage\n");
+    uni(b, "0");
+    uni(b, "cpu");
+    PUTL(b, "K\x04NtQK\x00K\x04\x85K\x01\x85\x89}tR");
+    uni(b, "big");
+    puts_(b, "ctorch._utils\n_rebuild_tensor_v2\n((");
+    uni(b, "storage");
+    puts_(b, "ctorch\nLongStorage\n");
+    uni(b, "1");
+    uni(b, "cpu");
+    bint4(b, big);
+    PUTL(b, "NtQK\x00");
+    bint4(b, big);
+    PUTL(b, "\x85K\x01\x85\x89}tRu.\x80\x02](");
+    uni(b, "0");
+    uni(b, "1");
+    puts_(b, "e.");
+    put(b, "\x04\0\0\0\0\0\0\0", 8);
+    for (int i = 0; i < 4; i++) PUTL(b, "\0\0\x80\x3f");
+    uint8_t cnt[8] = {(uint8_t)big, (uint8_t)(big >> 8), (uint8_t)(big >> 16), (uint8_t)(big >> 24)};
+    put(b, cnt, 8);
+    return b->n + (uint64_t)big * 8;
+}
+
+static void tensor_bytes_on_read(void) {
+    buf b = {0};
+    ckpt_options opt;
+    ckpt_error err;
+    float small[4];
+    uint8_t chunk[16];
+
+    /* an 11 GiB tensor lists at the default limit; its neighbour reads; it
+     * does not, and the error names the option */
+    virtual_file v = {&b, legacy_big(&b)};
+    ckpt_reader rd = {virtual_read, NULL, &v, v.size};
+    memset(&err, 0, sizeof err);
+    ckpt_file *f = ckpt_open_reader(&rd, NULL, &err);
+    CHECK(f != NULL, "legacy file with an 11 GiB tensor: %s", err.message);
+    if (f) {
+        const ckpt_tensor *s = ckpt_find(f, "small"), *t = ckpt_find(f, "big");
+        ckpt_info info;
+        ckpt_get_info(f, &info);
+        CHECK(ckpt_tensor_count(f) == 2 && s && t && t->nbytes == 11ull << 30 && info.total_bytes == (11ull << 30) + 16,
+              "the 11 GiB tensor lists: %zu tensors", ckpt_tensor_count(f));
+        CHECK(s && ckpt_tensor_read(f, s, small, sizeof small, &err) == 0 && small[3] == 1.0f,
+              "the small tensor reads: %s", err.message);
+        memset(&err, 0, sizeof err);
+        CHECK(t && ckpt_tensor_read_range(f, t, 0, chunk, sizeof chunk, &err) != 0 && err.code == CKPT_E_LIMIT &&
+                  strstr(err.message, "tensor size limit of 10 GiB (max_tensor_bytes)") &&
+                  strstr(err.message, "'big'"),
+              "reading 11 GiB at the default limit: %s %s", ckpt_code_name(err.code), err.message);
+        memset(&err, 0, sizeof err);
+        CHECK(t && ckpt_tensor_read(f, t, chunk, sizeof chunk, &err) != 0 && err.code == CKPT_E_LIMIT,
+              "ckpt_tensor_read of 11 GiB: the limit, before the buffer: %s", err.message);
+        ckpt_close(f);
+    }
+    /* raised, the same bytes read */
+    ckpt_options_init(&opt);
+    opt.max_tensor_bytes = 12ull << 30;
+    f = ckpt_open_reader(&rd, &opt, &err);
+    CHECK(f != NULL, "reopen: %s", err.message);
+    if (f) {
+        const ckpt_tensor *t = ckpt_find(f, "big");
+        memset(chunk, 0xff, sizeof chunk);
+        CHECK(t && ckpt_tensor_read_range(f, t, (11ull << 30) - 16, chunk, sizeof chunk, &err) == 0 &&
+                  chunk[0] == 0 && chunk[15] == 0,
+              "reading 11 GiB under a 12 GiB limit: %s", err.message);
+        ckpt_close(f);
+    }
+
+    /* lowered: 16 floats (64 bytes) under a 63-byte limit list, and fail to
+     * read, through every read function */
+    reset(&b);
+    legacy(&b, 2, 1, 16);
+    ckpt_options_init(&opt);
+    opt.max_tensor_bytes = 63;
+    memset(&err, 0, sizeof err);
+    f = ckpt_open_memory(b.p, b.n, &opt, &err);
+    CHECK(f != NULL && ckpt_tensor_count(f) == 2, "64-byte tensors under a 63-byte limit list: %s", err.message);
+    if (f) {
+        const ckpt_tensor *t = ckpt_tensor_at(f, 0);
+        float all[16];
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) != 0 && err.code == CKPT_E_LIMIT &&
+                  strstr(err.message, "tensor 't0' of 64 bytes exceeds the tensor size limit of 63 bytes (max_tensor_bytes)"),
+              "ckpt_tensor_read: %s", err.message);
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_tensor_read_range(f, t, 0, all, 4, &err) != 0 && err.code == CKPT_E_LIMIT,
+              "ckpt_tensor_read_range of 4 bytes of it: %s", err.message);
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) != 0 && err.code == CKPT_E_LIMIT,
+              "a read of 0 bytes checks the limit: %s", err.message);
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_tensor_data(f, t, &err) == NULL && err.code == CKPT_E_LIMIT,
+              "ckpt_tensor_data: %s %s", ckpt_code_name(err.code), err.message);
+        ckpt_close(f);
+    }
+    opt.max_tensor_bytes = 1024;
+    f = ckpt_open_memory(b.p, b.n, &opt, &err);
+    CHECK(f != NULL, "reopen: %s", err.message);
+    if (f) {
+        const ckpt_tensor *t = ckpt_tensor_at(f, 1);
+        float all[16];
+        CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) == 0 && all[15] == 1.0f, "1 KiB limit: %s", err.message);
+        CHECK(ckpt_tensor_data(f, t, &err) != NULL, "1 KiB limit, zero copy: %s", err.message);
+        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) == 0, "1 KiB limit, 0 bytes: %s", err.message);
+        ckpt_close(f);
+    }
+    opt.max_tensor_bytes = 32;
+    memset(&err, 0, sizeof err);
+    f = ckpt_open_memory(b.p, b.n, &opt, &err);
+    CHECK(f && ckpt_tensor_read_range(f, ckpt_tensor_at(f, 0), 0, chunk, 4, &err) != 0 &&
+              strstr(err.message, "limit of 32 bytes (max_tensor_bytes)"),
+          "32 bytes: %s", err.message);
+    ckpt_close(f);
+    free(b.p);
+}
+
 /* Peak resident memory of this process in KiB. */
 static long peak_kib(void) {
     struct rusage ru;
@@ -247,7 +396,7 @@ static void memory(void) {
     puts_(&b, "e.");
     ckpt_options_init(&opt);
     opt.max_memory = 64u << 10;
-    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes");
+    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes (max_memory)");
     opt.max_memory = 0; /* no limit */
     expect("max_memory 0 (none)", &b, &opt, CKPT_OK, NULL);
     opt.max_memory = 4u << 20;
@@ -317,13 +466,13 @@ int main(void) {
     puts_(&b, "l."); /* 1001 bytes */
     ckpt_options_init(&opt);
     opt.max_pickle_bytes = 1000;
-    expect("max_pickle_bytes", &b, &opt, CKPT_E_LIMIT, "limit");
+    expect("max_pickle_bytes", &b, &opt, CKPT_E_LIMIT, "limit of 1000 bytes (max_pickle_bytes)");
     opt.max_pickle_bytes = 1001;
     expect("max_pickle_bytes (fits)", &b, &opt, CKPT_OK, NULL);
     /* a string longer than the limit, and one longer than the file */
     reset(&b);
     puts_(&b, "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f.");
-    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit");
+    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit (max_pickle_bytes)");
     reset(&b);
     PUTL(&b, "\x80\x04\x8d\x00\x00\x01\x00\x00\x00\x00\x00.");
     expect("string beyond the bytes left", &b, NULL, CKPT_E_PICKLE, "truncated");
@@ -335,7 +484,7 @@ int main(void) {
     puts_(&b, "N.");
     ckpt_options_init(&opt);
     opt.max_ops = 202;
-    expect("max_ops", &b, &opt, CKPT_E_LIMIT, "opcodes");
+    expect("max_ops", &b, &opt, CKPT_E_LIMIT, "more than 202 pickle opcodes (max_ops)");
     opt.max_ops = 203;
     expect("max_ops (fits)", &b, &opt, CKPT_OK, NULL);
 
@@ -346,7 +495,7 @@ int main(void) {
     puts_(&b, "l.");
     ckpt_options_init(&opt);
     opt.max_stack = 100;
-    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack");
+    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack deeper than 100 (max_stack)");
     opt.max_stack = 101;
     expect("max_stack (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
@@ -356,7 +505,7 @@ int main(void) {
     rep(&b, "l", 100);
     puts_(&b, ".");
     opt.max_stack = 50;
-    expect("max_stack (marks)", &b, &opt, CKPT_E_LIMIT, "stack");
+    expect("max_stack (marks)", &b, &opt, CKPT_E_LIMIT, "(max_stack)");
 
     /* max_depth: lists nested 20 deep */
     reset(&b);
@@ -366,7 +515,7 @@ int main(void) {
     puts_(&b, ".");
     ckpt_options_init(&opt);
     opt.max_depth = 10;
-    expect("max_depth", &b, &opt, CKPT_E_LIMIT, "nest deeper");
+    expect("max_depth", &b, &opt, CKPT_E_LIMIT, "(max_depth)");
     opt.max_depth = 30;
     expect("max_depth (fits)", &b, &opt, CKPT_OK, NULL);
     /* the default handles 100000 levels without a stack overflow */
@@ -380,6 +529,11 @@ int main(void) {
     ckpt_options_init(&opt);
     opt.max_depth = 1u << 30;
     expect("100000 nested lists, max_depth 2**30", &b, &opt, CKPT_E_LIMIT, "nest deeper than 2048");
+    {
+        ckpt_error e;
+        CHECK(run(&b, &opt, &e, NULL) == CKPT_E_LIMIT && !strstr(e.message, "max_depth"),
+              "the 2048 cap is not max_depth's to raise: %s", e.message);
+    }
 
     /* max_memo */
     reset(&b);
@@ -392,7 +546,7 @@ int main(void) {
     reset(&b);
     PUTL(&b, "\x80\x02Nr\x00\x01\x00\x00.");
     opt.max_memo = 50;
-    expect("max_memo (key 256 in a 9-byte pickle)", &b, &opt, CKPT_E_LIMIT, "memo");
+    expect("max_memo (key 256 in a 9-byte pickle)", &b, &opt, CKPT_E_LIMIT, "plus 50 (max_memo)");
     opt.max_memo = 300;
     expect("max_memo (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
@@ -409,7 +563,7 @@ int main(void) {
     puts_(&b, "l.");
     ckpt_options_init(&opt);
     opt.max_expansion = 999;
-    expect("max_expansion (copies)", &b, &opt, CKPT_E_LIMIT, "shared");
+    expect("max_expansion (copies)", &b, &opt, CKPT_E_LIMIT, "; max_expansion)");
     opt.max_expansion = 100000;
     expect("max_expansion (copies fit)", &b, &opt, CKPT_OK, NULL);
     /* and the walk: one tensor under 2**10 names */
@@ -442,14 +596,14 @@ int main(void) {
     CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 1024, "1024 names of one tensor: %s (%zu)", err.message, nt);
     ckpt_options_init(&opt);
     opt.max_expansion = 5000;
-    expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "shared references");
+    expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "max_expansion)");
 
     /* max_entries: storages, tensors */
     reset(&b);
     legacy(&b, 3, 1, 2);
     ckpt_options_init(&opt);
     opt.max_entries = 2;
-    expect("max_entries", &b, &opt, CKPT_E_LIMIT, "more than 2");
+    expect("max_entries", &b, &opt, CKPT_E_LIMIT, "more than 2 globals (max_entries)");
     opt.max_entries = 6; /* 3 storages, 3 tensors, 6 GLOBAL opcodes (not memoized here) */
     expect("max_entries (fits)", &b, &opt, CKPT_OK, NULL);
 
@@ -458,18 +612,18 @@ int main(void) {
     legacy(&b, 1, 5, 2);
     ckpt_options_init(&opt);
     opt.max_rank = 4;
-    expect("max_rank", &b, &opt, CKPT_E_LIMIT, "5 dimensions");
+    expect("max_rank", &b, &opt, CKPT_E_LIMIT, "5 dimensions (limit 4; max_rank)");
     opt.max_rank = 5;
     expect("max_rank (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
     legacy(&b, 1, 65, 2);
     opt.max_rank = 1000;
-    expect("rank 65 with max_rank 1000", &b, &opt, CKPT_E_LIMIT, "65 dimensions");
+    expect("rank 65 with max_rank 1000", &b, &opt, CKPT_E_LIMIT, "65 dimensions (limit 64)");
     reset(&b);
     legacy(&b, 1, 64, 2);
     expect("rank 64", &b, &opt, CKPT_OK, NULL);
 
-    /* max_tensor_bytes: 16 floats = 64 bytes */
+    /* max_tensor_bytes: 16 floats = 64 bytes (checked on reading) */
     reset(&b);
     legacy(&b, 1, 1, 16);
     ckpt_options_init(&opt);
@@ -477,6 +631,7 @@ int main(void) {
     expect("max_tensor_bytes", &b, &opt, CKPT_E_LIMIT, "tensor size limit");
     opt.max_tensor_bytes = 64;
     expect("max_tensor_bytes (fits)", &b, &opt, CKPT_OK, NULL);
+    tensor_bytes_on_read();
 
     /* legacy element count must equal the declaration */
     reset(&b);
