@@ -27,7 +27,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt info [--json] [--key K] [--depth N] [--all] FILE\n"
+    "Usage: ckpt info [--json] [--key K] [--depth N] [--all] FILE...\n"
     "Summarise a checkpoint: container format and version, byte order, the\n"
     "number of tensors, the total parameter count (sum of every tensor's\n"
     "element count) and bytes per dtype, the top-level keys with a one-line\n"
@@ -36,7 +36,11 @@ static const char usage[] =
     "module tree: the dotted prefixes of the tensor names, indented, with\n"
     "the parameters under each, like a model summary.  When a tensor layout\n"
     "is not read (sparse, quantized, ...) the keys are still described.\n"
-    "At most 40 keys are shown unless --all is given.\n"
+    "At most 40 keys are shown unless --all is given.  Text from the file\n"
+    "is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
+    "Several files: each under a '==> FILE <==' header; with --json one\n"
+    "object per line (a file that cannot be read: {\"file\", \"error\"});\n"
+    "the exit status is the worst.\n"
     "\n"
     "Options:\n"
     "  --json      one JSON object instead: {\"file\", \"format\", \"version\",\n"
@@ -44,7 +48,8 @@ static const char usage[] =
     "              \"storages\", \"parameters\", \"bytes\", \"storage_bytes\",\n"
     "              \"dtypes\": [{\"dtype\", \"tensors\", \"parameters\", \"bytes\"}],\n"
     "              \"keys\": [{\"key\", \"summary\", \"tensors\", \"parameters\"}],\n"
-    "              \"modules\": [{\"name\", \"depth\", \"tensors\",\n"
+    "              \"modules\": [{\"name\" (plus \"name_bytes\", base64,\n"
+    "              when it is not UTF-8), \"depth\", \"tensors\",\n"
     "              \"parameters\"}], \"notes\": [...]}\n"
     "  --key K     only what is under top-level key K (e.g. state_dict)\n"
     "  --depth N   show the module tree N levels deep (default: all)\n"
@@ -65,25 +70,11 @@ static void sb_grouped(sbuf *b, uint64_t x)
     sb_str(b, cli_grouped(x, tmp, sizeof tmp));
 }
 
-/* Text from the file, one line: control characters as '?', bytes that are
- * not UTF-8 as '?', cut after `limit` bytes ("..." added). */
+/* Text from the file, one line, escaped (cli_escape), cut after `limit`
+ * bytes ("..." added). */
 static void sb_clean(sbuf *b, const char *s, size_t n, size_t limit)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n && i < limit) {
-        size_t k = p[i] < 0x80 ? 1 : cli_utf8_seq(p + i, n - i);
-        if (k == 0 || p[i] < 0x20 || p[i] == 0x7f) {
-            sb_add(b, "?", 1);
-            i++;
-            continue;
-        }
-        if (i + k > limit)
-            break;
-        sb_add(b, s + i, k);
-        i += k;
-    }
-    if (i < n)
+    if (cli_escape(b, s, n, limit, 0) < n)
         sb_str(b, "...");
 }
 
@@ -770,8 +761,8 @@ static int print_json(report *r)
             sbuf b;
             memset(&b, 0, sizeof b);
             node_path(&r->modules, order[i], &b);
-            fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
-            json_str(b.p ? b.p : "");
+            fputs(i ? ", {" : "{", stdout);
+            cli_json_name(stdout, "name", b.p ? b.p : "");
             printf(", \"depth\": %d, \"tensors\": %llu, \"parameters\": %llu}",
                    nd->depth, (unsigned long long)nd->tensors,
                    (unsigned long long)nd->params);
@@ -805,43 +796,27 @@ static int print_json(report *r)
     return CLI_OK;
 }
 
-int cmd_info(int argc, char **argv)
+typedef struct info_opts {
+    int json, all, depth, multi;
+    const char *key;
+} info_opts;
+
+static int info_one(const char *path, void *ctx)
 {
-    int json = 0, all = 0, nops = 0, rc;
-    const char *key = NULL, *depth = NULL;
-    char *ops[1];
+    const info_opts *o = ctx;
     ckpt_options opt;
     ckpt_error err, first;
     report r;
-    const cli_option options[] = {
-        {"--json", 0, 0, NULL, &json},
-        {"--key", 0, 1, &key, NULL},
-        {"--depth", 0, 1, &depth, NULL},
-        {"--all", 0, 0, NULL, &all},
-    };
+    int rc;
 
-    rc = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                   ops, 1, &nops);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    if (nops < 1)
-        return cli_usage_error("info: missing FILE");
     memset(&r, 0, sizeof r);
-    r.depth = -1;
-    r.all_keys = all;
-    if (depth) {
-        char *end;
-        long d = strtol(depth, &end, 10);
-        if (*depth == '\0' || *end != '\0' || d < 1 || d > 100000)
-            return cli_usage_error("info: --depth takes a number from 1 up, "
-                                   "not '%s'", depth);
-        r.depth = (int)d;
-    }
-    r.path = ops[0];
-    r.key = key;
+    r.depth = o->depth;
+    r.all_keys = o->all;
+    r.path = path;
+    r.key = o->key;
 
     cli_options(&opt);
-    opt.key = key;
+    opt.key = o->key;
     memset(&err, 0, sizeof err);
     err.offset = -1;
     r.f = ckpt_open(r.path, &opt, &err);
@@ -855,14 +830,54 @@ int cmd_info(int argc, char **argv)
         else
             err = first;
     }
-    if (!r.f)
-        return cli_file_error(r.path, &err);
+    if (!r.f) {
+        if (o->json && o->multi)
+            cli_json_error_line(path, &err);
+        return cli_report(r.path, &err);
+    }
     if (gather(&r) != 0) {
         rc = cli_error("%s: out of memory", r.path);
     } else {
-        rc = json ? print_json(&r) : print_text(&r);
+        rc = o->json ? print_json(&r) : print_text(&r);
     }
     tree_free(&r.modules);
     ckpt_close(r.f);
+    return rc;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    int nops = 0, rc;
+    const char *depth = NULL;
+    char **ops;
+    info_opts o;
+    const cli_option options[] = {
+        {"--json", 0, 0, NULL, &o.json},
+        {"--key", 0, 1, &o.key, NULL},
+        {"--depth", 0, 1, &depth, NULL},
+        {"--all", 0, 0, NULL, &o.all},
+    };
+
+    memset(&o, 0, sizeof o);
+    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
+    if (!ops)
+        return cli_error("out of memory");
+    rc = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                   ops, argc, &nops);
+    if (rc == CLI_CONTINUE && nops < 1)
+        rc = cli_usage_error("info: missing FILE");
+    o.depth = -1;
+    if (rc == CLI_CONTINUE && depth) {
+        char *end;
+        long d = strtol(depth, &end, 10);
+        if (*depth == '\0' || *end != '\0' || d < 1 || d > 100000)
+            rc = cli_usage_error("info: --depth takes a number from 1 up, "
+                                 "not '%s'", depth);
+        o.depth = (int)d;
+    }
+    o.multi = nops > 1;
+    if (rc == CLI_CONTINUE)
+        rc = cli_batch(ops, nops, o.json, info_one, &o);
+    free(ops);
     return rc;
 }
