@@ -14,9 +14,10 @@ static const char usage[] =
     "elements>).  A tensor at the root of the file is listed as \"\".  Names\n"
     "are shown escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
     "are not UTF-8, \\uXXXX for invisible or bidi characters.\n"
-    "When nothing is listed (a TorchScript archive, a key that holds no\n"
-    "tensor, a filter that matches nothing) a line on stderr says so, and\n"
-    "the exit status is 0: the file was read.\n"
+    "When the table would be empty (a TorchScript archive, a key that holds\n"
+    "no tensor, a filter that matches nothing) one line on stderr says so\n"
+    "instead and the exit status is 0: the file was read (--json prints its\n"
+    "empty list).\n"
     "Several files: each listing under a '==> FILE <==' header; with --json\n"
     "one object per line, each with a \"file\" field first.  A file that\n"
     "cannot be read is reported (with --json also as {\"file\", \"error\"})\n"
@@ -33,9 +34,10 @@ static const char usage[] =
     "              that is not a top-level key is a path of keys\n"
     "              (optimizer.state.0; at each level the longest run of\n"
     "              components that is a key is taken first)\n"
-    "  --filter GLOB  only tensors whose name (as listed) matches the shell\n"
+    "  --filter GLOB\n"
+    "              only tensors whose name (as listed) matches the shell\n"
     "              pattern GLOB (fnmatch: '*' also matches dots), e.g.\n"
-    "              --filter '*.weight'; one pattern\n"
+    "              --filter '*.weight'; one pattern (given twice: the last)\n"
     "  -h, --help  show this help\n";
 
 /* "[3, 4]" into buf (always terminated; cut with "...]" if it does not fit). */
