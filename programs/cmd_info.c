@@ -47,7 +47,8 @@ static const char usage[] =
     "              \"byteorder\", \"root\", \"file_size\", \"tensors\",\n"
     "              \"storages\", \"parameters\", \"bytes\", \"storage_bytes\",\n"
     "              \"dtypes\": [{\"dtype\", \"tensors\", \"parameters\", \"bytes\"}],\n"
-    "              \"keys\": [{\"key\", \"summary\", \"tensors\", \"parameters\"}],\n"
+    "              \"keys\": [{\"key\" (plus \"key_bytes\", base64, when it is\n"
+    "              not UTF-8), \"summary\", \"tensors\", \"parameters\"}],\n"
     "              \"modules\": [{\"name\" (plus \"name_bytes\", base64,\n"
     "              when it is not UTF-8), \"depth\", \"tensors\",\n"
     "              \"parameters\"}], \"notes\": [...]}\n"
@@ -723,6 +724,11 @@ static int print_json(report *r)
             if (k && ckpt_value_kind(k) == CKPT_V_STR) {
                 kt = ckpt_value_text(k, &kl);
                 cli_json_string(stdout, kt ? kt : "", kt ? kl : 0);
+                if (kt && !cli_utf8_valid(kt, kl)) { /* never silently renamed */
+                    fputs(", \"key_bytes\": \"", stdout);
+                    cli_base64(stdout, kt, kl);
+                    putchar('"');
+                }
             } else if (k && ckpt_value_kind(k) == CKPT_V_INT) {
                 printf("%lld", (long long)ckpt_value_int(k));
             } else {

@@ -106,10 +106,23 @@ static size_t columns(const char *s, size_t n)
     return w;
 }
 
+/* Length of s when it is plain printable ASCII without '\\' (shown as it
+ * is: the common case, no allocation), else (size_t)-1. */
+static size_t plain_len(const char *s)
+{
+    size_t i;
+    for (i = 0; s[i]; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == '\\')
+            return (size_t)-1;
+    return i;
+}
+
 size_t cli_term_width(const char *s)
 {
     sbuf b;
-    size_t w;
+    size_t w = plain_len(s);
+    if (w != (size_t)-1)
+        return w;
     memset(&b, 0, sizeof b);
     cli_escape(&b, s, strlen(s), (size_t)-1, 0);
     w = b.p ? columns(b.p, b.len) : strlen(s);
@@ -120,7 +133,12 @@ size_t cli_term_width(const char *s)
 size_t cli_term_put(FILE *out, const char *s)
 {
     sbuf b;
-    size_t n = strlen(s), w;
+    size_t n = plain_len(s), w;
+    if (n != (size_t)-1) {
+        fwrite(s, 1, n, out);
+        return n;
+    }
+    n = strlen(s);
     memset(&b, 0, sizeof b);
     cli_escape(&b, s, n, (size_t)-1, 0);
     if (b.oom || !b.p) { /* out of memory: still no raw control byte */

@@ -131,6 +131,14 @@ else:
 EOF
 )
     check "ls --json: name_bytes (base64) beside a name that is not UTF-8, only there" "$r"
+    run info --json "$EVIL"
+    r=$(status_is 0)
+    [ -z "$r" ] && r=$("$PY" -c '
+import base64, json, sys
+k = [x for x in json.load(open(sys.argv[1]))["keys"] if "key_bytes" in x]
+if len(k) != 1 or base64.b64decode(k[0]["key_bytes"]) != b"\xff\xfekey":
+    print("keys with key_bytes: %r" % k)' "$OUT")
+    check "info --json: key_bytes beside the one key that is not UTF-8" "$r"
 else
     ok "ls --json name_bytes # SKIP no python3"
 fi
