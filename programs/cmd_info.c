@@ -52,7 +52,10 @@ static const char usage[] =
     "              \"modules\": [{\"name\" (plus \"name_bytes\", base64,\n"
     "              when it is not UTF-8), \"depth\", \"tensors\",\n"
     "              \"parameters\"}], \"notes\": [...]}\n"
-    "  --key K     only what is under top-level key K (e.g. state_dict)\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
+    "              that is not a top-level key is a path of keys (see\n"
+    "              'ckpt ls --help'): tensors, storages and modules are\n"
+    "              then counted under it\n"
     "  --depth N   show the module tree N levels deep (default: all)\n"
     "  --all       show every top-level key (default: the first 40)\n"
     "  -h, --help  show this help\n";
@@ -482,6 +485,7 @@ typedef struct dstat {
 
 typedef struct report {
     ckpt_file *f;
+    cli_doc doc;         /* what --key selected */
     const char *path;
     const char *key;
     const char *skipped; /* why tensors are not listed, or NULL */
@@ -500,26 +504,46 @@ static void json_str(const char *s)
 
 static int gather(report *r)
 {
-    size_t i, n;
+    size_t i, n, ns;
+    unsigned char *used = NULL;
     ckpt_get_info(r->f, &r->info);
     n = ckpt_tensor_count(r->f);
+    ns = ckpt_storage_count(r->f);
     r->modules.top_first = r->modules.top_last = NONE;
+    if (r->doc.prefix) { /* a path of keys: count what is under it */
+        used = calloc(ns ? ns : 1, 1);
+        if (!used)
+            return -1;
+        r->info.tensor_count = 0;
+        r->info.total_bytes = 0;
+    }
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(r->f, i);
-        if (!t || (unsigned)t->dtype >= CKPT_DTYPE_COUNT)
+        if (!t || (unsigned)t->dtype >= CKPT_DTYPE_COUNT || !cli_doc_has(&r->doc, t))
             continue;
         r->dt[t->dtype].tensors++;
         r->dt[t->dtype].params += t->numel;
         r->dt[t->dtype].bytes += t->nbytes;
         r->params += t->numel;
-        tree_add(&r->modules, t->name, t->numel);
+        tree_add(&r->modules, cli_doc_name(&r->doc, t), t->numel);
+        if (used) {
+            r->info.tensor_count++;
+            r->info.total_bytes += t->nbytes;
+            if (t->storage < ns)
+                used[t->storage] = 1;
+        }
     }
-    n = ckpt_storage_count(r->f);
-    for (i = 0; i < n; i++) {
+    if (used)
+        r->info.storage_count = 0;
+    for (i = 0; i < ns; i++) {
         const ckpt_storage *s = ckpt_storage_at(r->f, i);
-        if (s)
-            r->storage_bytes += s->nbytes;
+        if (!s || (used && !used[i]))
+            continue;
+        r->storage_bytes += s->nbytes;
+        if (used)
+            r->info.storage_count++;
     }
+    free(used);
     return r->modules.oom ? -1 : 0;
 }
 
@@ -535,7 +559,7 @@ static void put_clean(const char *s)
 
 static int print_text(report *r)
 {
-    const ckpt_value *root = ckpt_root(r->f);
+    const ckpt_value *root = r->doc.root;
     char g1[40], g2[40], g3[40];
     size_t i, n, wt = 0, wp = 0, wb = 0, wd = 0;
     int oom = 0;
@@ -676,7 +700,7 @@ static int print_text(report *r)
 
 static int print_json(report *r)
 {
-    const ckpt_value *root = ckpt_root(r->f);
+    const ckpt_value *root = r->doc.root;
     size_t i, n;
     int first = 1, oom = 0;
 
@@ -822,20 +846,17 @@ static int info_one(const char *path, void *ctx)
     r.key = o->key;
 
     cli_options(&opt);
-    opt.key = o->key;
-    memset(&err, 0, sizeof err);
-    err.offset = -1;
-    r.f = ckpt_open(r.path, &opt, &err);
-    if (!r.f && err.code == CKPT_E_UNSUPPORTED) {
+    if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) != 0 &&
+        err.code == CKPT_E_UNSUPPORTED) {
         /* a tensor layout ckpt does not read: describe the rest */
         first = err;
         opt.skip_tensors = 1;
-        r.f = ckpt_open(r.path, &opt, &err);
-        if (r.f)
+        if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) == 0)
             r.skipped = first.message;
         else
             err = first;
     }
+    r.f = r.doc.f;
     if (!r.f) {
         if (o->json && o->multi)
             cli_json_error_line(path, &err);
@@ -847,7 +868,7 @@ static int info_one(const char *path, void *ctx)
         rc = o->json ? print_json(&r) : print_text(&r);
     }
     tree_free(&r.modules);
-    ckpt_close(r.f);
+    cli_doc_close(&r.doc);
     return rc;
 }
 

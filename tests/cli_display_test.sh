@@ -326,6 +326,12 @@ want=$((n + 1))
 [ -z "$r" ] && [ "$(nlines "$OUT")" != "$want" ] && r="$(nlines "$OUT") lines, want $want"
 check "ls --key optimizer.state: a path of keys, names relative to it" "$r"
 
+run info --key optimizer.state "$SAMPLE"
+r=$(status_is 0)
+[ -z "$r" ] && ! grep -q "^tensors:     $n in $n storages\$" "$OUT" && r="$(grep '^tensors' "$OUT"), want $n"
+[ -z "$r" ] && ! grep -q '^  0: dict of 3 (3 tensors, ' "$OUT" && r="keys: $(grep '^  0:' "$OUT")"
+check "info --key optimizer.state: counts and keys under the path" "$r"
+
 run ls --key model.fc1.weight "$SAMPLE"
 printf '%s\n' 'NAME  DTYPE    SHAPE    SIZE  STORAGE' '""    float32  [8, 4]  128 B  0+0' >"$WANT"
 r=$(status_is 0)
