@@ -48,30 +48,35 @@ static const char *limit_hint(const ckpt_error *err, size_t *at, size_t *len);
 
 int cli_file_error(const char *path, const ckpt_error *err)
 {
-    char msg[sizeof err->message + 1];
-    size_t i, at = 0, len = 0;
+    size_t at = 0, len = 0, n;
     const char *text = err->message;
     const char *hint = limit_hint(err, &at, &len);
+    sbuf p, m;
+    memset(&p, 0, sizeof p);
+    memset(&m, 0, sizeof m);
     if (text[0] == '\0')
         text = ckpt_code_name(err->code);
-    /* keep it one line whatever the library said */
-    for (i = 0; text[i] != '\0' && i < sizeof msg - 1; i++)
-        msg[i] = (text[i] == '\n' || text[i] == '\r') ? ' ' : text[i];
-    msg[i] = '\0';
+    n = strnlen(text, sizeof err->message);
+    if (strcmp(path, "-") == 0)
+        path = "standard input";
+    /* one line, whatever the file or the library said: both escaped */
+    cli_escape(&p, path, strlen(path), (size_t)-1, 0);
     if (hint) { /* "(max_tensor_bytes)" -> "(raise it with --max-tensor-size ...)" */
-        msg[at] = '\0';
-        if (err->offset >= 0)
-            fprintf(stderr, "ckpt: %s: %s%s%s (byte %lld)\n", path, msg, hint,
-                    msg + at + len, (long long)err->offset);
-        else
-            fprintf(stderr, "ckpt: %s: %s%s%s\n", path, msg, hint, msg + at + len);
-        return CLI_FAIL;
+        cli_escape(&m, text, at, (size_t)-1, 0);
+        sb_str(&m, hint);
+        cli_escape(&m, text + at + len, n - at - len, (size_t)-1, 0);
+    } else {
+        cli_escape(&m, text, n, (size_t)-1, 0);
     }
-    if (err->offset >= 0)
-        fprintf(stderr, "ckpt: %s: %s (byte %lld)\n", path, msg,
-                (long long)err->offset);
-    else
-        fprintf(stderr, "ckpt: %s: %s\n", path, msg);
+    if (p.oom || m.oom || !p.p || !m.p) {
+        fprintf(stderr, "ckpt: %s\n", ckpt_code_name(err->code));
+    } else if (err->offset >= 0) {
+        fprintf(stderr, "ckpt: %s: %s (byte %lld)\n", p.p, m.p, (long long)err->offset);
+    } else {
+        fprintf(stderr, "ckpt: %s: %s\n", p.p, m.p);
+    }
+    sb_free(&p);
+    sb_free(&m);
     return CLI_FAIL;
 }
 
@@ -455,14 +460,11 @@ ckpt_file *cli_open(const char *path, const char *key)
     ckpt_options opt;
     ckpt_error err;
     ckpt_file *f;
-    int reported;
     cli_options(&opt);
     opt.key = key;
-    memset(&err, 0, sizeof err);
-    err.offset = -1;
-    f = cli_open_input(path, &opt, &err, &reported);
-    if (!f && !reported)
-        cli_file_error(strcmp(path, "-") == 0 ? "standard input" : path, &err);
+    f = cli_open_input(path, &opt, &err);
+    if (!f)
+        cli_file_error(path, &err);
     return f;
 }
 

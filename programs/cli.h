@@ -179,15 +179,14 @@ int cli_mkdirs(const char *dir);
 /* A readable, seekable descriptor for an input path: "-" is standard
  * input, spooled once to an unlinked temporary file when it is a pipe
  * (every later "-" reads the same bytes).  FIFOs and devices get "needs a
- * seekable file".  The caller closes *fd.  CLI_OK, or prints the error and
- * returns CLI_FAIL. */
-int cli_input_fd(const char *path, int *fd, uint64_t *size);
+ * seekable file".  The caller closes *fd.  CLI_OK, or CLI_FAIL with err
+ * filled (nothing printed). */
+int cli_input_fd(const char *path, int *fd, uint64_t *size, ckpt_error *err);
 
 /* ckpt_open() for a path, or for "-" through cli_input_fd(); a FIFO or a
- * device gets "needs a seekable file".  When cli_input_fd() failed (and
- * reported), NULL with *reported set; else as ckpt_open(). */
-ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err,
-                          int *reported);
+ * device gets "needs a seekable file".  NULL with err filled (nothing
+ * printed) on failure. */
+ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err);
 
 /* A ckpt_reader callback reading with pread from the descriptor in
  * `opaque` (cast from intptr_t). */
@@ -207,5 +206,68 @@ const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p);
 /* Record p at a copy of path; returns 0, or -1 when out of memory. */
 int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path);
 void cli_ptrmap_free(cli_ptrmap *m);
+
+/* ---- display: escaping, filters, several files (text.c, batch.c) -------- */
+
+#define CLI_ESC_QUOTED 1u /* inside "...": escape '"' too */
+#define CLI_ESC_BYTES 2u  /* a bytes value: every byte >= 0x80 as \xHH */
+
+/* Append s[0..n) to b as a terminal may show it, reversibly: a backslash as two,
+ * \n \r \t, other C0 controls, DEL and bytes that are not valid
+ * UTF-8 as \xHH, C1 controls, bidi overrides/isolates, zero-width characters
+ * and U+2028/U+2029 as \uXXXX; the rest as it is.  Stops before byte
+ * `limit` (never inside a character); returns the bytes of s consumed.
+ * Every string from a file that reaches a table, tree or message goes
+ * through here. */
+size_t cli_escape(sbuf *b, const char *s, size_t n, size_t limit, unsigned flags);
+/* Columns the escaped form of s takes (one per character). */
+size_t cli_term_width(const char *s);
+/* Write s escaped; returns the columns written. */
+size_t cli_term_put(FILE *out, const char *s);
+/* Nonzero when s[0..n) is valid UTF-8. */
+int cli_utf8_valid(const char *s, size_t n);
+/* Base64 (RFC 4648, padded) of data[0..n). */
+void cli_base64(FILE *out, const void *data, size_t n);
+/* "field": "escaped", plus "field_bytes": "base64 of the raw bytes" when s
+ * is not valid UTF-8 (so that no name is silently renamed). */
+void cli_json_name(FILE *out, const char *field, const char *s);
+/* --filter GLOB: fnmatch(3) without flags ('*' also matches '.'); a NULL
+ * glob matches every name. */
+int cli_name_matches(const char *glob, const char *name);
+/* "128 B", "4.0 KiB", "1.5 MiB", ... into buf; returns buf. */
+const char *cli_human_size(uint64_t x, char *buf, size_t cap);
+/* cli_file_error() with the path and the message escaped; returns CLI_FAIL. */
+int cli_report(const char *path, const ckpt_error *err);
+/* "ckpt: PATH: what" on stderr (a note, not a failure); returns CLI_OK. */
+int cli_note(const char *path, const char *what);
+
+/* Run one() on every file, printing "==> FILE <==" before each when there
+ * are several and json is 0; returns the worst (highest) status. */
+int cli_batch(char **files, int nfiles, int json,
+              int (*one)(const char *path, void *ctx), void *ctx);
+/* {"file": PATH, "error": {"message", "code", "offset"}} and a newline. */
+void cli_json_error_line(const char *path, const ckpt_error *err);
+
+/* An open file with what --key selected: a top-level key (the library's
+ * opt.key), or, when there is no top-level key spelled so and it has dots,
+ * a path of keys from the root ("optimizer.state.0"; at each level the
+ * longest run of components that is a key wins; int keys and list indices
+ * match their decimal text). */
+typedef struct cli_doc {
+    ckpt_file *f;
+    const ckpt_value *root;  /* what is shown: the selected value */
+    const char *prefix;      /* the key path, when resolved here */
+    size_t prefix_len;
+    cli_ptrmap under;        /* tensors (and containers) under root */
+    int oom;
+} cli_doc;
+/* 0, or -1 with err filled (nothing printed). */
+int cli_doc_open(cli_doc *d, const char *path, const char *key,
+                 const ckpt_options *opt, ckpt_error *err);
+/* Is t under the selected value? */
+int cli_doc_has(const cli_doc *d, const ckpt_tensor *t);
+/* t's name relative to the selected value. */
+const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t);
+void cli_doc_close(cli_doc *d);
 
 #endif /* CKPT_CLI_H */

@@ -1076,8 +1076,9 @@ static int open_source(conv *c, const char *key)
     ckpt_error err;
     uint64_t size;
 
-    if (cli_input_fd(c->path, &c->src_fd, &size) != CLI_OK) {
+    if (cli_input_fd(c->path, &c->src_fd, &size, &err) != CLI_OK) {
         c->src_fd = -1;
+        cli_file_error(c->path, &err);
         return -1;
     }
     if (strcmp(c->path, "-") == 0)

@@ -27,7 +27,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt info [--json] [--key K] [--depth N] [--all] FILE\n"
+    "Usage: ckpt info [--json] [--key K] [--depth N] [--all] FILE...\n"
     "Summarise a checkpoint: container format and version, byte order, the\n"
     "number of tensors, the total parameter count (sum of every tensor's\n"
     "element count) and bytes per dtype, the top-level keys with a one-line\n"
@@ -36,17 +36,26 @@ static const char usage[] =
     "module tree: the dotted prefixes of the tensor names, indented, with\n"
     "the parameters under each, like a model summary.  When a tensor layout\n"
     "is not read (sparse, quantized, ...) the keys are still described.\n"
-    "At most 40 keys are shown unless --all is given.\n"
+    "At most 40 keys are shown unless --all is given.  Text from the file\n"
+    "is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
+    "Several files: each under a '==> FILE <==' header; with --json one\n"
+    "object per line (a file that cannot be read: {\"file\", \"error\"});\n"
+    "the exit status is the worst.\n"
     "\n"
     "Options:\n"
     "  --json      one JSON object instead: {\"file\", \"format\", \"version\",\n"
     "              \"byteorder\", \"root\", \"file_size\", \"tensors\",\n"
     "              \"storages\", \"parameters\", \"bytes\", \"storage_bytes\",\n"
     "              \"dtypes\": [{\"dtype\", \"tensors\", \"parameters\", \"bytes\"}],\n"
-    "              \"keys\": [{\"key\", \"summary\", \"tensors\", \"parameters\"}],\n"
-    "              \"modules\": [{\"name\", \"depth\", \"tensors\",\n"
+    "              \"keys\": [{\"key\" (plus \"key_bytes\", base64, when it is\n"
+    "              not UTF-8), \"summary\", \"tensors\", \"parameters\"}],\n"
+    "              \"modules\": [{\"name\" (plus \"name_bytes\", base64,\n"
+    "              when it is not UTF-8), \"depth\", \"tensors\",\n"
     "              \"parameters\"}], \"notes\": [...]}\n"
-    "  --key K     only what is under top-level key K (e.g. state_dict)\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
+    "              that is not a top-level key is a path of keys (see\n"
+    "              'ckpt ls --help'): tensors, storages and modules are\n"
+    "              then counted under it\n"
     "  --depth N   show the module tree N levels deep (default: all)\n"
     "  --all       show every top-level key (default: the first 40)\n"
     "  -h, --help  show this help\n";
@@ -65,25 +74,11 @@ static void sb_grouped(sbuf *b, uint64_t x)
     sb_str(b, cli_grouped(x, tmp, sizeof tmp));
 }
 
-/* Text from the file, one line: control characters as '?', bytes that are
- * not UTF-8 as '?', cut after `limit` bytes ("..." added). */
+/* Text from the file, one line, escaped (cli_escape), cut after `limit`
+ * bytes ("..." added). */
 static void sb_clean(sbuf *b, const char *s, size_t n, size_t limit)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n && i < limit) {
-        size_t k = p[i] < 0x80 ? 1 : cli_utf8_seq(p + i, n - i);
-        if (k == 0 || p[i] < 0x20 || p[i] == 0x7f) {
-            sb_add(b, "?", 1);
-            i++;
-            continue;
-        }
-        if (i + k > limit)
-            break;
-        sb_add(b, s + i, k);
-        i += k;
-    }
-    if (i < n)
+    if (cli_escape(b, s, n, limit, 0) < n)
         sb_str(b, "...");
 }
 
@@ -490,6 +485,7 @@ typedef struct dstat {
 
 typedef struct report {
     ckpt_file *f;
+    cli_doc doc;         /* what --key selected */
     const char *path;
     const char *key;
     const char *skipped; /* why tensors are not listed, or NULL */
@@ -508,26 +504,46 @@ static void json_str(const char *s)
 
 static int gather(report *r)
 {
-    size_t i, n;
+    size_t i, n, ns;
+    unsigned char *used = NULL;
     ckpt_get_info(r->f, &r->info);
     n = ckpt_tensor_count(r->f);
+    ns = ckpt_storage_count(r->f);
     r->modules.top_first = r->modules.top_last = NONE;
+    if (r->doc.prefix) { /* a path of keys: count what is under it */
+        used = calloc(ns ? ns : 1, 1);
+        if (!used)
+            return -1;
+        r->info.tensor_count = 0;
+        r->info.total_bytes = 0;
+    }
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(r->f, i);
-        if (!t || (unsigned)t->dtype >= CKPT_DTYPE_COUNT)
+        if (!t || (unsigned)t->dtype >= CKPT_DTYPE_COUNT || !cli_doc_has(&r->doc, t))
             continue;
         r->dt[t->dtype].tensors++;
         r->dt[t->dtype].params += t->numel;
         r->dt[t->dtype].bytes += t->nbytes;
         r->params += t->numel;
-        tree_add(&r->modules, t->name, t->numel);
+        tree_add(&r->modules, cli_doc_name(&r->doc, t), t->numel);
+        if (used) {
+            r->info.tensor_count++;
+            r->info.total_bytes += t->nbytes;
+            if (t->storage < ns)
+                used[t->storage] = 1;
+        }
     }
-    n = ckpt_storage_count(r->f);
-    for (i = 0; i < n; i++) {
+    if (used)
+        r->info.storage_count = 0;
+    for (i = 0; i < ns; i++) {
         const ckpt_storage *s = ckpt_storage_at(r->f, i);
-        if (s)
-            r->storage_bytes += s->nbytes;
+        if (!s || (used && !used[i]))
+            continue;
+        r->storage_bytes += s->nbytes;
+        if (used)
+            r->info.storage_count++;
     }
+    free(used);
     return r->modules.oom ? -1 : 0;
 }
 
@@ -543,7 +559,7 @@ static void put_clean(const char *s)
 
 static int print_text(report *r)
 {
-    const ckpt_value *root = ckpt_root(r->f);
+    const ckpt_value *root = r->doc.root;
     char g1[40], g2[40], g3[40];
     size_t i, n, wt = 0, wp = 0, wb = 0, wd = 0;
     int oom = 0;
@@ -684,7 +700,7 @@ static int print_text(report *r)
 
 static int print_json(report *r)
 {
-    const ckpt_value *root = ckpt_root(r->f);
+    const ckpt_value *root = r->doc.root;
     size_t i, n;
     int first = 1, oom = 0;
 
@@ -732,6 +748,11 @@ static int print_json(report *r)
             if (k && ckpt_value_kind(k) == CKPT_V_STR) {
                 kt = ckpt_value_text(k, &kl);
                 cli_json_string(stdout, kt ? kt : "", kt ? kl : 0);
+                if (kt && !cli_utf8_valid(kt, kl)) { /* never silently renamed */
+                    fputs(", \"key_bytes\": \"", stdout);
+                    cli_base64(stdout, kt, kl);
+                    putchar('"');
+                }
             } else if (k && ckpt_value_kind(k) == CKPT_V_INT) {
                 printf("%lld", (long long)ckpt_value_int(k));
             } else {
@@ -770,8 +791,8 @@ static int print_json(report *r)
             sbuf b;
             memset(&b, 0, sizeof b);
             node_path(&r->modules, order[i], &b);
-            fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
-            json_str(b.p ? b.p : "");
+            fputs(i ? ", {" : "{", stdout);
+            cli_json_name(stdout, "name", b.p ? b.p : "");
             printf(", \"depth\": %d, \"tensors\": %llu, \"parameters\": %llu}",
                    nd->depth, (unsigned long long)nd->tensors,
                    (unsigned long long)nd->params);
@@ -805,64 +826,85 @@ static int print_json(report *r)
     return CLI_OK;
 }
 
-int cmd_info(int argc, char **argv)
+typedef struct info_opts {
+    int json, all, depth, multi;
+    const char *key;
+} info_opts;
+
+static int info_one(const char *path, void *ctx)
 {
-    int json = 0, all = 0, nops = 0, rc;
-    const char *key = NULL, *depth = NULL;
-    char *ops[1];
+    const info_opts *o = ctx;
     ckpt_options opt;
     ckpt_error err, first;
     report r;
-    const cli_option options[] = {
-        {"--json", 0, 0, NULL, &json},
-        {"--key", 0, 1, &key, NULL},
-        {"--depth", 0, 1, &depth, NULL},
-        {"--all", 0, 0, NULL, &all},
-    };
+    int rc;
 
-    rc = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                   ops, 1, &nops);
-    if (rc != CLI_CONTINUE)
-        return rc;
-    if (nops < 1)
-        return cli_usage_error("info: missing FILE");
     memset(&r, 0, sizeof r);
-    r.depth = -1;
-    r.all_keys = all;
-    if (depth) {
-        char *end;
-        long d = strtol(depth, &end, 10);
-        if (*depth == '\0' || *end != '\0' || d < 1 || d > 100000)
-            return cli_usage_error("info: --depth takes a number from 1 up, "
-                                   "not '%s'", depth);
-        r.depth = (int)d;
-    }
-    r.path = ops[0];
-    r.key = key;
+    r.depth = o->depth;
+    r.all_keys = o->all;
+    r.path = path;
+    r.key = o->key;
 
     cli_options(&opt);
-    opt.key = key;
-    memset(&err, 0, sizeof err);
-    err.offset = -1;
-    r.f = ckpt_open(r.path, &opt, &err);
-    if (!r.f && err.code == CKPT_E_UNSUPPORTED) {
+    if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) != 0 &&
+        err.code == CKPT_E_UNSUPPORTED) {
         /* a tensor layout ckpt does not read: describe the rest */
         first = err;
         opt.skip_tensors = 1;
-        r.f = ckpt_open(r.path, &opt, &err);
-        if (r.f)
+        if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) == 0)
             r.skipped = first.message;
         else
             err = first;
     }
-    if (!r.f)
-        return cli_file_error(r.path, &err);
+    r.f = r.doc.f;
+    if (!r.f) {
+        if (o->json && o->multi)
+            cli_json_error_line(path, &err);
+        return cli_report(r.path, &err);
+    }
     if (gather(&r) != 0) {
         rc = cli_error("%s: out of memory", r.path);
     } else {
-        rc = json ? print_json(&r) : print_text(&r);
+        rc = o->json ? print_json(&r) : print_text(&r);
     }
     tree_free(&r.modules);
-    ckpt_close(r.f);
+    cli_doc_close(&r.doc);
+    return rc;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    int nops = 0, rc;
+    const char *depth = NULL;
+    char **ops;
+    info_opts o;
+    const cli_option options[] = {
+        {"--json", 0, 0, NULL, &o.json},
+        {"--key", 0, 1, &o.key, NULL},
+        {"--depth", 0, 1, &depth, NULL},
+        {"--all", 0, 0, NULL, &o.all},
+    };
+
+    memset(&o, 0, sizeof o);
+    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
+    if (!ops)
+        return cli_error("out of memory");
+    rc = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                   ops, argc, &nops);
+    if (rc == CLI_CONTINUE && nops < 1)
+        rc = cli_usage_error("info: missing FILE");
+    o.depth = -1;
+    if (rc == CLI_CONTINUE && depth) {
+        char *end;
+        long d = strtol(depth, &end, 10);
+        if (*depth == '\0' || *end != '\0' || d < 1 || d > 100000)
+            rc = cli_usage_error("info: --depth takes a number from 1 up, "
+                                 "not '%s'", depth);
+        o.depth = (int)d;
+    }
+    o.multi = nops > 1;
+    if (rc == CLI_CONTINUE)
+        rc = cli_batch(ops, nops, o.json, info_one, &o);
+    free(ops);
     return rc;
 }

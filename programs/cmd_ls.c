@@ -3,22 +3,41 @@
  */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt ls [--json] [--key K] FILE\n"
+    "Usage: ckpt ls [--json] [--key K] [--filter GLOB] FILE...\n"
     "List the tensors of a checkpoint, one per line in file order, under a\n"
-    "header: NAME, DTYPE, SHAPE (e.g. [3, 4]; [] for a 0-d tensor) and\n"
-    "STORAGE (<storage key>+<offset in elements>).  A tensor at the root of\n"
-    "the file is listed as \"\".\n"
+    "header: NAME, DTYPE, SHAPE (e.g. [3, 4]; [] for a 0-d tensor), SIZE\n"
+    "(bytes: 128 B, 4.0 KiB, ...) and STORAGE (<storage key>+<offset in\n"
+    "elements>).  A tensor at the root of the file is listed as \"\".  Names\n"
+    "are shown escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
+    "are not UTF-8, \\uXXXX for invisible or bidi characters.\n"
+    "When the table would be empty (a TorchScript archive, a key that holds\n"
+    "no tensor, a filter that matches nothing) one line on stderr says so\n"
+    "instead and the exit status is 0: the file was read (--json prints its\n"
+    "empty list).\n"
+    "Several files: each listing under a '==> FILE <==' header; with --json\n"
+    "one object per line, each with a \"file\" field first.  A file that\n"
+    "cannot be read is reported (with --json also as {\"file\", \"error\"})\n"
+    "and the others are still listed; the exit status is the worst.\n"
     "\n"
     "Options:\n"
     "  --json      print one JSON object on one line instead:\n"
     "              {\"format\", \"byteorder\", \"tensors\": [{\"name\", \"dtype\",\n"
     "              \"shape\", \"stride\", \"storage\", \"storage_offset\", \"nbytes\",\n"
     "              \"file_offset\"}, ...]} (file_offset null when the bytes are\n"
-    "              compressed)\n"
-    "  --key K     only what is under top-level key K (e.g. state_dict)\n"
+    "              compressed; a name that is not UTF-8 also gets\n"
+    "              \"name_bytes\": the base64 of its bytes)\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
+    "              that is not a top-level key is a path of keys\n"
+    "              (optimizer.state.0; at each level the longest run of\n"
+    "              components that is a key is taken first)\n"
+    "  --filter GLOB\n"
+    "              only tensors whose name (as listed) matches the shell\n"
+    "              pattern GLOB (fnmatch: '*' also matches dots), e.g.\n"
+    "              --filter '*.weight'; one pattern (given twice: the last)\n"
     "  -h, --help  show this help\n";
 
 /* "[3, 4]" into buf (always terminated; cut with "...]" if it does not fit). */
@@ -43,88 +62,94 @@ static size_t format_dims(char *buf, size_t cap, const int64_t *d, uint32_t n)
     return len;
 }
 
-/* Display columns of a name: one per UTF-8 character. */
-static size_t display_width(const char *s)
-{
-    size_t w = 0;
-    if (s[0] == '\0')
-        return 2; /* shown as "" */
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            w++;
-    return w;
-}
-
-/* The name with control characters shown as '?' so a row stays one line. */
-static void print_name(const char *s)
-{
-    if (s[0] == '\0') {
-        fputs("\"\"", stdout);
-        return;
-    }
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        putchar(c < 0x20 || c == 0x7f ? '?' : c);
-    }
-}
-
 static void pad(size_t n)
 {
     while (n-- > 0)
         putchar(' ');
 }
 
-static void storage_text(const ckpt_file *f, const ckpt_tensor *t, char *buf,
-                         size_t cap)
+/* "<storage key>+<offset>", the key escaped. */
+static void put_storage(const ckpt_file *f, const ckpt_tensor *t)
 {
     const ckpt_storage *s = ckpt_storage_at(f, t->storage);
-    snprintf(buf, cap, "%.200s+%lld", s && s->key ? s->key : "?",
-             (long long)t->storage_offset);
+    cli_term_put(stdout, s && s->key ? s->key : "?");
+    printf("+%lld", (long long)t->storage_offset);
 }
 
 #define DIMS_CAP 2048
 
-static int list_table(const ckpt_file *f)
+typedef struct ls_opts {
+    int json, multi;
+    const char *key, *filter;
+    ckpt_options opt;
+} ls_opts;
+
+static int listed(const cli_doc *d, const ls_opts *o, const ckpt_tensor *t)
 {
+    return t && cli_doc_has(d, t) && cli_name_matches(o->filter, cli_doc_name(d, t));
+}
+
+static size_t name_width(const char *name)
+{
+    return name[0] ? cli_term_width(name) : 2; /* shown as "" */
+}
+
+static void print_name(const char *name)
+{
+    if (name[0] == '\0')
+        fputs("\"\"", stdout);
+    else
+        cli_term_put(stdout, name);
+}
+
+static int list_table(const cli_doc *d, const ls_opts *o)
+{
+    const ckpt_file *f = d->f;
     size_t n = ckpt_tensor_count(f), i;
-    size_t wname = 4, wdtype = 5, wshape = 5;
-    char dims[DIMS_CAP], stor[256];
+    size_t wname = 4, wdtype = 5, wshape = 5, wsize = 4;
+    char dims[DIMS_CAP], size[32];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
         size_t w;
-        if (!t)
+        if (!listed(d, o, t))
             continue;
-        if ((w = display_width(t->name)) > wname)
+        if ((w = name_width(cli_doc_name(d, t))) > wname)
             wname = w;
         if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype)
             wdtype = w;
         if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape)
             wshape = w;
+        if ((w = strlen(cli_human_size(t->nbytes, size, sizeof size))) > wsize)
+            wsize = w;
     }
     fputs("NAME", stdout);
     pad(wname - 4 + 2);
     fputs("DTYPE", stdout);
     pad(wdtype - 5 + 2);
     fputs("SHAPE", stdout);
-    pad(wshape - 5 + 2);
-    fputs("STORAGE\n", stdout);
+    pad(wshape - 5 + 2 + wsize - 4);
+    fputs("SIZE  STORAGE\n", stdout);
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
-        const char *dt;
+        const char *dt, *name;
         size_t w;
-        if (!t)
+        if (!listed(d, o, t))
             continue;
-        print_name(t->name);
-        pad(wname - display_width(t->name) + 2);
+        name = cli_doc_name(d, t);
+        print_name(name);
+        pad(wname - name_width(name) + 2);
         dt = ckpt_dtype_name(t->dtype);
         fputs(dt, stdout);
         pad(wdtype - strlen(dt) + 2);
         w = format_dims(dims, sizeof dims, t->shape, t->ndim);
         fputs(dims, stdout);
         pad(wshape - w + 2);
-        storage_text(f, t, stor, sizeof stor);
-        fputs(stor, stdout);
+        w = strlen(cli_human_size(t->nbytes, size, sizeof size));
+        pad(wsize - w);
+        fputs(size, stdout);
+        pad(2);
+        put_storage(f, t);
         putchar('\n');
         if ((i & 4095) == 0 && cli_stdout_failed())
             return CLI_FAIL;
@@ -166,21 +191,31 @@ static void json_dims(const int64_t *d, uint32_t n)
     putchar(']');
 }
 
-static int list_json(const ckpt_file *f)
+static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
 {
+    const ckpt_file *f = d->f;
     ckpt_info info;
     size_t n, i;
+    int first = 1;
     ckpt_get_info(f, &info);
     n = ckpt_tensor_count(f);
-    printf("{\"format\": \"%s\", \"byteorder\": \"%s\", \"tensors\": [",
+    if (o->multi) {
+        fputs("{\"file\": ", stdout);
+        cli_json_string(stdout, path, strlen(path));
+        fputs(", ", stdout);
+    } else {
+        putchar('{');
+    }
+    printf("\"format\": \"%s\", \"byteorder\": \"%s\", \"tensors\": [",
            ckpt_format_name(info.format),
            info.byteorder == CKPT_BIG ? "big" : "little");
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
-        if (!t)
+        if (!listed(d, o, t))
             continue;
-        fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
-        cli_json_string(stdout, t->name, strlen(t->name));
+        fputs(first ? "{" : ", {", stdout);
+        first = 0;
+        cli_json_name(stdout, "name", cli_doc_name(d, t));
         fputs(", \"dtype\": \"", stdout);
         fputs(ckpt_dtype_name(t->dtype), stdout);
         fputs("\", \"shape\": ", stdout);
@@ -207,27 +242,88 @@ static int list_json(const ckpt_file *f)
     return CLI_OK;
 }
 
+/* Why nothing is listed, on stderr. */
+static void say_empty(const cli_doc *d, const ls_opts *o, const char *path)
+{
+    ckpt_info info;
+    sbuf b;
+    size_t i, n = ckpt_tensor_count(d->f), under = 0;
+    memset(&b, 0, sizeof b);
+    ckpt_get_info(d->f, &info);
+    for (i = 0; i < n; i++)
+        if (cli_doc_has(d, ckpt_tensor_at(d->f, i)))
+            under++;
+    if (under > 0 && o->filter) {
+        sb_str(&b, "no tensor name matches '");
+        cli_escape(&b, o->filter, strlen(o->filter), (size_t)-1, 0);
+        sb_str(&b, "'");
+    } else if (info.format == CKPT_FORMAT_TORCHSCRIPT) {
+        sb_str(&b, "no tensors (TorchScript archive: weights are not listed yet)");
+    } else if (o->key) {
+        sb_str(&b, "no tensors under key '");
+        cli_escape(&b, o->key, strlen(o->key), (size_t)-1, 0);
+        sb_str(&b, "'");
+    } else if (info.format == CKPT_FORMAT_PICKLE) {
+        sb_str(&b, "no tensors (a plain pickle: 'ckpt show' prints its values)");
+    } else {
+        sb_str(&b, "no tensors");
+    }
+    cli_note(path, b.p && !b.oom ? b.p : "no tensors");
+    sb_free(&b);
+}
+
+static int ls_one(const char *path, void *ctx)
+{
+    ls_opts *o = ctx;
+    cli_doc d;
+    ckpt_error err;
+    size_t i, n, shown = 0;
+    int r;
+    if (cli_doc_open(&d, path, o->key, &o->opt, &err) != 0) {
+        if (o->json && o->multi)
+            cli_json_error_line(path, &err);
+        return cli_report(path, &err);
+    }
+    n = ckpt_tensor_count(d.f);
+    for (i = 0; i < n && shown == 0; i++)
+        if (listed(&d, o, ckpt_tensor_at(d.f, i)))
+            shown++;
+    if (o->json) {
+        r = list_json(&d, o, path);
+    } else if (shown == 0) {
+        say_empty(&d, o, path);
+        r = CLI_OK;
+    } else {
+        r = list_table(&d, o);
+    }
+    cli_doc_close(&d);
+    return r;
+}
+
 int cmd_ls(int argc, char **argv)
 {
-    int json = 0, nops = 0, r;
-    const char *key = NULL;
-    char *ops[1];
-    ckpt_file *f;
+    int nops = 0, r;
+    char **ops;
+    ls_opts o;
     const cli_option options[] = {
-        {"--json", 0, 0, NULL, &json},
-        {"--key", 0, 1, &key, NULL},
+        {"--json", 0, 0, NULL, &o.json},
+        {"--key", 0, 1, &o.key, NULL},
+        {"--filter", 0, 1, &o.filter, NULL},
     };
 
+    memset(&o, 0, sizeof o);
+    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
+    if (!ops)
+        return cli_error("out of memory");
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 1, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("ls: missing FILE");
-    f = cli_open(ops[0], key);
-    if (!f)
-        return CLI_FAIL;
-    r = json ? list_json(f) : list_table(f);
-    ckpt_close(f);
+                  ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1)
+        r = cli_usage_error("ls: missing FILE");
+    if (r == CLI_CONTINUE) {
+        cli_options(&o.opt);
+        o.multi = nops > 1;
+        r = cli_batch(ops, nops, o.json, ls_one, &o);
+    }
+    free(ops);
     return r;
 }

@@ -33,7 +33,7 @@
                 "records (TorchScript source that torch.jit.load compiles) are not"
 
 static const char usage[] =
-    "Usage: ckpt scan [--strict] [--json] FILE\n"
+    "Usage: ckpt scan [--strict] [--json] FILE...\n"
     "List every global (class or function) the file's pickles reference,\n"
     "with a verdict, without running anything from the file.  Every pickle\n"
     "of the container is read: data.pkl, each pickle of a legacy stream,\n"
@@ -59,7 +59,12 @@ static const char usage[] =
     "\n"
     "Output: a table (VERDICT, GLOBAL, PICKLE, OFFSET = byte offset of the\n"
     "opcode in the file, or in the inflated record for a deflated ZIP\n"
-    "record, CALLED, WHY) and a summary line.\n"
+    "record, CALLED, WHY) and a summary line.  Names from the file are\n"
+    "escaped: \\\\, \\n, \\xHH for control characters and bytes that are not\n"
+    "UTF-8, \\uXXXX for C1 controls, bidi and invisible characters.\n"
+    "Several files (ckpt scan *.bin): each under a '==> FILE <==' header;\n"
+    "with --json one object per line (each has \"file\"); every file is\n"
+    "scanned and the exit status is the worst (3 over 1 over 0).\n"
     "\n"
     "Options:\n"
     "  --strict    treat unknown globals as dangerous (exit 3)\n"
@@ -693,23 +698,16 @@ static void classify_all(scan *s, int strict, counts *c)
 /* Output                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Text shown in the table: control characters as '?', so a row stays one
- * line whatever the file names. */
+/* Text shown in the table, escaped (cli_escape), so a row stays one line
+ * and shows what the file names, whatever it names. */
 static size_t shown_width(const char *s)
 {
-    size_t w = 0;
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            w++;
-    return w;
+    return cli_term_width(s);
 }
 
 static void put_shown(const char *s)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        putchar(c < 0x20 || c == 0x7f ? '?' : c);
-    }
+    cli_term_put(stdout, s);
 }
 
 static void pad(size_t n)
@@ -872,29 +870,21 @@ static void print_json(const char *path, const ckpt_file *f, const scan *s,
     fputs("]}\n", stdout);
 }
 
-int cmd_scan(int argc, char **argv)
+typedef struct scan_opts {
+    int strict, json;
+} scan_opts;
+
+static int scan_one(const char *path, void *ctx)
 {
-    int strict = 0, json = 0, nops = 0, r, dangerous;
-    char *ops[1];
-    const char *path, *overall;
+    const scan_opts *o = ctx;
+    const char *overall;
     ckpt_options opt;
     ckpt_error err;
     ckpt_file *f;
     scan s;
     counts c;
     size_t i;
-    const cli_option options[] = {
-        {"--strict", 0, 0, NULL, &strict},
-        {"--json", 0, 0, NULL, &json},
-    };
-
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 1, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("scan: missing FILE");
-    path = ops[0];
+    int dangerous, strict = o->strict;
 
     memset(&s, 0, sizeof s);
     cli_options(&opt);
@@ -903,7 +893,7 @@ int cmd_scan(int argc, char **argv)
     opt.on_global_ctx = &s;
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    f = ckpt_open(path, &opt, &err);
+    f = cli_open_input(path, &opt, &err);
     if (s.oom) {
         ckpt_close(f);
         scan_free(&s);
@@ -914,7 +904,7 @@ int cmd_scan(int argc, char **argv)
     dangerous = c.v[V_DANGEROUS] > 0 || (strict && c.v[V_UNKNOWN] > 0);
     overall = c.v[V_DANGEROUS] ? "dangerous" : c.v[V_UNKNOWN] ? "unknown" : "safe";
 
-    if (json) {
+    if (o->json) {
         print_json(path, f, &s, &c, strict, f ? NULL : &err, overall);
     } else {
         if (f || s.n > 0)
@@ -937,11 +927,35 @@ int cmd_scan(int argc, char **argv)
     }
     if (!f) {
         fflush(stdout);
-        cli_file_error(path, &err);
+        cli_report(path, &err);
     }
     ckpt_close(f);
     scan_free(&s);
     if (dangerous)
         return SCAN_DANGEROUS;
     return f ? CLI_OK : CLI_FAIL;
+}
+
+int cmd_scan(int argc, char **argv)
+{
+    int nops = 0, r;
+    char **ops;
+    scan_opts o;
+    const cli_option options[] = {
+        {"--strict", 0, 0, NULL, &o.strict},
+        {"--json", 0, 0, NULL, &o.json},
+    };
+
+    memset(&o, 0, sizeof o);
+    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
+    if (!ops)
+        return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
+                  ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1)
+        r = cli_usage_error("scan: missing FILE");
+    if (r == CLI_CONTINUE)
+        r = cli_batch(ops, nops, o.json, scan_one, &o);
+    free(ops);
+    return r;
 }

@@ -17,24 +17,38 @@
  * cyclic) as <ref PATH> where PATH joins the labels of its first occurrence
  * with dots.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt show [--json] [--key K] FILE\n"
+    "Usage: ckpt show [--json] [--key K] FILE...\n"
     "Print the whole saved object (dicts, lists, numbers, strings, tensors,\n"
     "objects of other classes) as an indented tree.  Tensors are shown as\n"
     "'tensor DTYPE [SHAPE]', instances as 'module.Class(...)' with their state\n"
     "below, a container met again (shared or cyclic) as '<ref PATH>'.\n"
+    "Text from the file (keys, strings, class and global names, storage\n"
+    "keys) is escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
+    "are not UTF-8, \\uXXXX for C1 controls, bidi and invisible characters.\n"
+    "Several files: each under a '==> FILE <==' header; with --json one\n"
+    "line per file, {\"file\": FILE, \"value\": ...} (or {\"file\", \"error\"}).\n"
+    "The JSON is written only once it is complete (kept in memory up to\n"
+    "32 MiB, streamed past that); a failure prints nothing on stdout (past\n"
+    "32 MiB: a last line {\"file\", \"error\"}), one line on stderr, exit 1.\n"
     "\n"
     "Options:\n"
     "  --json      the same as JSON (indent 2): dicts as objects, bytes as\n"
     "              {\"$bytes\": base64}, tensors as {\"$tensor\": name, \"dtype\",\n"
     "              \"shape\"}, objects as {\"$object\": class, \"args\", \"state\"},\n"
     "              shared values as {\"$ref\": path}\n"
-    "  --key K     only what is under top-level key K (e.g. state_dict)\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
+    "              that is not a top-level key is a path of keys\n"
+    "              (optimizer.param_groups.0; see 'ckpt ls --help')\n"
     "  -h, --help  show this help\n";
 
 #define SHOW_MAX_DEPTH 1000
@@ -116,39 +130,13 @@ static void indent(show *s, int depth)
 /* A quoted string or bytes value, cut after `limit` bytes with a note. */
 static void put_quoted(sbuf *b, const char *str, size_t n, int is_bytes)
 {
-    const unsigned char *p = (const unsigned char *)str;
-    size_t limit = is_bytes ? BYTES_SHOWN : STR_SHOWN, i = 0, shown;
+    size_t limit = is_bytes ? BYTES_SHOWN : STR_SHOWN, i;
     char tmp[48];
-    shown = n > limit ? limit : n;
     if (is_bytes)
         sb_char(b, 'b');
     sb_char(b, '"');
-    while (i < shown) {
-        unsigned c = p[i];
-        size_t k;
-        if (c == '"' || c == '\\') {
-            sb_char(b, '\\');
-            sb_char(b, (char)c);
-        } else if (c == '\n') {
-            sb_str(b, "\\n");
-        } else if (c == '\t') {
-            sb_str(b, "\\t");
-        } else if (c == '\r') {
-            sb_str(b, "\\r");
-        } else if (c >= 0x20 && c < 0x7f) {
-            sb_char(b, (char)c);
-        } else if (!is_bytes && c >= 0x80 && (k = cli_utf8_seq(p + i, n - i)) > 0) {
-            if (i + k > shown) /* do not cut a character */
-                break;
-            sb_add(b, p + i, k);
-            i += k;
-            continue;
-        } else {
-            snprintf(tmp, sizeof tmp, "\\x%02x", c);
-            sb_str(b, tmp);
-        }
-        i++;
-    }
+    i = cli_escape(b, str, n, limit,
+                   CLI_ESC_QUOTED | (is_bytes ? CLI_ESC_BYTES : 0u));
     sb_char(b, '"');
     if (i < n) {
         snprintf(tmp, sizeof tmp, "... (%zu bytes)", n);
@@ -226,23 +214,19 @@ static int flush_sb(show *s, sbuf *b)
 
 /* ---- labels -------------------------------------------------------------- */
 
-/* A str key that can be shown bare: non-empty, printable, valid UTF-8. */
+/* A str key that can be shown bare: non-empty and shown as it is (no
+ * character that cli_escape() would change). */
 static int bare_key(const char *k, size_t n)
 {
-    size_t i = 0;
+    sbuf b;
+    int same;
     if (n == 0)
         return 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)k[i];
-        size_t len;
-        if (c < 0x20 || c == 0x7f)
-            return 0;
-        len = c < 0x80 ? 1 : cli_utf8_seq((const unsigned char *)k + i, n - i);
-        if (len == 0)
-            return 0;
-        i += len;
-    }
-    return 1;
+    memset(&b, 0, sizeof b);
+    cli_escape(&b, k, n, n, 0);
+    same = !b.oom && b.len == n;
+    sb_free(&b);
+    return same;
 }
 
 /* Text of a dict key into b (cleared first): str keys bare when possible,
@@ -416,7 +400,7 @@ static int show_object(show *s, const char *label, const ckpt_value *v, int dept
     size_t nargs = args ? ckpt_value_len(args) : 0, i;
 
     start_value(s, label, depth);
-    fputs(cls ? cls : "?", s->out);
+    cli_term_put(s->out, cls ? cls : "?");
     if (args && ckpt_value_kind(args) == CKPT_V_TUPLE && nargs <= INLINE_ITEMS) {
         args_inline = 1;
         for (i = 0; i < nargs; i++)
@@ -505,14 +489,20 @@ static int show_value(show *s, const char *label, const ckpt_value *v, int depth
     case CKPT_V_GLOBAL:
         start_value(s, label, depth);
         text = ckpt_value_class(v);
-        fprintf(s->out, "global %s\n", text ? text : "?");
+        fputs("global ", s->out);
+        cli_term_put(s->out, text ? text : "?");
+        putc('\n', s->out);
         return 0;
     case CKPT_V_STORAGE:
         start_value(s, label, depth);
         text = ckpt_value_text(v, &n);
-        if (text)
-            fprintf(s->out, "storage %.*s\n", (int)n, text);
-        else
+        if (text) {
+            fputs("storage ", s->out);
+            cli_escape(&s->line, text, n, 200, 0);
+            if (flush_sb(s, &s->line) != 0)
+                return -1;
+            putc('\n', s->out);
+        } else
             fputs("storage\n", s->out);
         return 0;
     case CKPT_V_LIST:
@@ -568,33 +558,92 @@ static int show_value(show *s, const char *label, const ckpt_value *v, int depth
     return show_seq_items(s, v, depth + 1);
 }
 
-static int write_stdout(void *ctx, const char *p, size_t n)
+/* show --json output is kept in memory up to this many bytes and written
+ * only when the whole value has been written, so that a failure part way
+ * leaves nothing on stdout; past it the text streams, and a failure then
+ * ends the stream with a line {"file", "error"}. */
+#define JSON_BUFFER (32u << 20)
+
+typedef struct jout {
+    sbuf buf;
+    int streaming;
+} jout;
+
+static int write_json(void *ctx, const char *p, size_t n)
 {
-    (void)ctx;
+    jout *j = ctx;
+    if (!j->streaming && j->buf.len + n <= JSON_BUFFER) {
+        sb_add(&j->buf, p, n);
+        if (!j->buf.oom)
+            return 0;
+        j->buf.oom = 0; /* no memory for more: stream what there is */
+    }
+    if (!j->streaming) {
+        j->streaming = 1;
+        if (j->buf.len && fwrite(j->buf.p, 1, j->buf.len, stdout) != j->buf.len)
+            return -1;
+        sb_free(&j->buf);
+    }
     return fwrite(p, 1, n, stdout) == n ? 0 : -1;
 }
 
-static int show_json(const ckpt_file *f, const char *path)
+typedef struct show_opts {
+    int json, multi;
+    const char *key;
+    ckpt_options opt;
+} show_opts;
+
+static int show_json(const cli_doc *d, const char *path, int multi)
 {
     ckpt_error err;
+    jout j;
+    int r;
     memset(&err, 0, sizeof err);
+    memset(&j, 0, sizeof j);
     err.offset = -1;
-    if (ckpt_value_to_json(f, NULL, 2, write_stdout, NULL, &err) != 0) {
-        if (cli_stdout_failed())
-            return CLI_FAIL; /* reported by cli_stdout_finish() */
-        return cli_file_error(path, &err);
+    if (multi) { /* JSON Lines: {"file": F, "value": ...} on one line */
+        char *p = NULL;
+        size_t n = 0;
+        FILE *m = open_memstream(&p, &n);
+        if (!m)
+            return cli_error("out of memory");
+        fputs("{\"file\": ", m);
+        cli_json_string(m, path, strlen(path));
+        fputs(", \"value\": ", m);
+        fclose(m);
+        if (!p)
+            return cli_error("out of memory");
+        sb_add(&j.buf, p, n);
+        free(p);
     }
-    putchar('\n');
-    return CLI_OK;
+    r = ckpt_value_to_json(d->f, d->root, multi ? 0 : 2, write_json, &j, &err);
+    if (r == 0)
+        r = write_json(&j, multi ? "}\n" : "\n", multi ? 2 : 1);
+    if (r == 0 && !j.streaming && j.buf.len &&
+        fwrite(j.buf.p, 1, j.buf.len, stdout) != j.buf.len)
+        r = -1;
+    sb_free(&j.buf);
+    if (r == 0)
+        return CLI_OK;
+    if (cli_stdout_failed())
+        return CLI_FAIL; /* reported by cli_stdout_finish() */
+    if (j.streaming) {
+        putchar('\n');
+        cli_json_error_line(path, &err);
+    } else if (multi) {
+        cli_json_error_line(path, &err);
+    }
+    fflush(stdout);
+    return cli_report(path, &err);
 }
 
-static int show_tree(const ckpt_file *f, const char *path)
+static int show_tree(const cli_doc *d, const char *path)
 {
     show s;
-    const ckpt_value *root = ckpt_root(f);
+    const ckpt_value *root = d->root;
     int r;
     memset(&s, 0, sizeof s);
-    s.f = f;
+    s.f = d->f;
     s.file = path;
     s.out = stdout;
     if (!root)
@@ -606,27 +655,45 @@ static int show_tree(const ckpt_file *f, const char *path)
     return r == 0 ? CLI_OK : CLI_FAIL;
 }
 
+static int show_one(const char *path, void *ctx)
+{
+    show_opts *o = ctx;
+    cli_doc d;
+    ckpt_error err;
+    int r;
+    if (cli_doc_open(&d, path, o->key, &o->opt, &err) != 0) {
+        if (o->json && o->multi)
+            cli_json_error_line(path, &err);
+        return cli_report(path, &err);
+    }
+    r = o->json ? show_json(&d, path, o->multi) : show_tree(&d, path);
+    cli_doc_close(&d);
+    return r;
+}
+
 int cmd_show(int argc, char **argv)
 {
-    int json = 0, nops = 0, r;
-    const char *key = NULL;
-    char *ops[1];
-    ckpt_file *f;
+    int nops = 0, r;
+    char **ops;
+    show_opts o;
     const cli_option options[] = {
-        {"--json", 0, 0, NULL, &json},
-        {"--key", 0, 1, &key, NULL},
+        {"--json", 0, 0, NULL, &o.json},
+        {"--key", 0, 1, &o.key, NULL},
     };
 
+    memset(&o, 0, sizeof o);
+    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
+    if (!ops)
+        return cli_error("out of memory");
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 1, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("show: missing FILE");
-    f = cli_open(ops[0], key);
-    if (!f)
-        return CLI_FAIL;
-    r = json ? show_json(f, ops[0]) : show_tree(f, ops[0]);
-    ckpt_close(f);
+                  ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1)
+        r = cli_usage_error("show: missing FILE");
+    if (r == CLI_CONTINUE) {
+        cli_options(&o.opt);
+        o.multi = nops > 1;
+        r = cli_batch(ops, nops, o.json, show_one, &o);
+    }
+    free(ops);
     return r;
 }

@@ -424,106 +424,121 @@ int cli_mkdirs(const char *dir)
 
 static int spool_fd = -1;
 
-int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out)
+static int in_fail(ckpt_error *err, const char *fmt, const char *a, const char *b)
 {
-    struct stat st;
-    const char *tmpdir;
+    memset(err, 0, sizeof *err);
+    err->code = CKPT_E_IO;
+    err->offset = -1;
+    snprintf(err->message, sizeof err->message, fmt, a, b);
+    return CLI_FAIL;
+}
+
+/* Copy standard input (a pipe, a socket, ...) to an unlinked temporary file. */
+static int spool_stdin(ckpt_error *err)
+{
+    static char buf[1 << 16];
+    const char *tmpdir = getenv("TMPDIR");
     char *name;
     size_t len;
     int fd;
-    static char buf[1 << 16];
 
-    if (strcmp(path, "-") != 0) {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return cli_error("%s: %s", path, strerror(errno));
-        if (fstat(fd, &st) != 0) {
-            int e = errno;
-            close(fd);
-            return cli_error("%s: %s", path, strerror(e));
-        }
-        if (S_ISDIR(st.st_mode)) {
-            close(fd);
-            return cli_error("%s: is a directory", path);
-        }
-        if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-            close(fd);
-            return cli_error("%s: needs a seekable file (this is a %s); pipe it "
-                             "in as '-' to read it from standard input",
-                             path, S_ISFIFO(st.st_mode) ? "FIFO or pipe"
-                                   : S_ISCHR(st.st_mode) ? "character device"
-                                                         : "special file");
-        }
-        *fd_out = fd;
-        *size_out = (uint64_t)st.st_size;
-        return CLI_OK;
-    }
-
-    if (spool_fd >= 0) {
-        if (fstat(spool_fd, &st) != 0)
-            return cli_error("standard input: %s", strerror(errno));
-        fd = dup(spool_fd);
-        if (fd < 0)
-            return cli_error("standard input: %s", strerror(errno));
-        *fd_out = fd;
-        *size_out = (uint64_t)st.st_size;
-        return CLI_OK;
-    }
-    if (fstat(STDIN_FILENO, &st) != 0)
-        return cli_error("standard input: %s", strerror(errno));
-    if (S_ISREG(st.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
-        spool_fd = dup(STDIN_FILENO);
-    } else {
-        /* a pipe or a terminal: spool it to an unlinked temporary file */
-        if (isatty(STDIN_FILENO))
-            return cli_error("standard input is a terminal; pipe a checkpoint "
-                             "in, or name a file");
-        tmpdir = getenv("TMPDIR");
-        if (!tmpdir || !*tmpdir)
-            tmpdir = "/tmp";
-        len = strlen(tmpdir) + 24;
-        name = malloc(len);
-        if (!name)
-            return cli_error("standard input: %s", strerror(ENOMEM));
-        snprintf(name, len, "%s/ckpt-stdin.XXXXXX", tmpdir);
-        fd = mkstemp(name);
-        if (fd < 0) {
-            int e = errno;
-            cli_error("standard input: cannot spool it to %s: %s", tmpdir, strerror(e));
-            free(name);
-            return CLI_FAIL;
-        }
-        unlink(name);
+    if (!tmpdir || !*tmpdir)
+        tmpdir = "/tmp";
+    len = strlen(tmpdir) + 24;
+    name = malloc(len);
+    if (!name)
+        return in_fail(err, "%s%s", strerror(ENOMEM), "");
+    snprintf(name, len, "%s/ckpt-stdin.XXXXXX", tmpdir);
+    fd = mkstemp(name);
+    if (fd < 0) {
+        int e = errno;
         free(name);
-        for (;;) {
-            ssize_t n = read(STDIN_FILENO, buf, sizeof buf), w = 0;
-            if (n == 0)
-                break;
-            if (n < 0) {
+        return in_fail(err, "cannot spool it to %s: %s", tmpdir, strerror(e));
+    }
+    unlink(name);
+    free(name);
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf, sizeof buf), w = 0;
+        if (n == 0)
+            break;
+        if (n < 0) {
+            int e = errno;
+            if (e == EINTR)
+                continue;
+            close(fd);
+            return in_fail(err, "%s%s", strerror(e), "");
+        }
+        while (w < n) {
+            ssize_t k = write(fd, buf + w, (size_t)(n - w));
+            if (k < 0) {
                 int e = errno;
                 if (e == EINTR)
                     continue;
                 close(fd);
-                return cli_error("standard input: %s", strerror(e));
+                return in_fail(err, "spooling it to %s: %s", tmpdir, strerror(e));
             }
-            while (w < n) {
-                ssize_t k = write(fd, buf + w, (size_t)(n - w));
-                if (k < 0) {
-                    int e = errno;
-                    if (e == EINTR)
-                        continue;
-                    close(fd);
-                    return cli_error("standard input: spooling to %s: %s", tmpdir,
-                                     strerror(e));
-                }
-                w += k;
-            }
+            w += k;
         }
-        spool_fd = fd;
     }
-    if (spool_fd < 0)
-        return cli_error("standard input: %s", strerror(errno));
-    return cli_input_fd(path, fd_out, size_out);
+    spool_fd = fd;
+    return CLI_OK;
+}
+
+int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *err)
+{
+    struct stat st;
+    int fd;
+
+    if (strcmp(path, "-") != 0) {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return in_fail(err, "%s%s", strerror(errno), "");
+        if (fstat(fd, &st) != 0) {
+            int e = errno;
+            close(fd);
+            return in_fail(err, "%s%s", strerror(e), "");
+        }
+        if (S_ISDIR(st.st_mode)) {
+            close(fd);
+            return in_fail(err, "is a directory%s%s", "", "");
+        }
+        if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+            close(fd);
+            return in_fail(err, "needs a seekable file (this is a %s); pipe it in as "
+                                "'-' to read it from standard input%s",
+                           S_ISFIFO(st.st_mode)  ? "FIFO or pipe"
+                           : S_ISCHR(st.st_mode) ? "character device"
+                                                 : "special file",
+                           "");
+        }
+        *fd_out = fd;
+        *size_out = (uint64_t)st.st_size;
+        return CLI_OK;
+    }
+
+    if (spool_fd < 0) {
+        if (fstat(STDIN_FILENO, &st) != 0)
+            return in_fail(err, "%s%s", strerror(errno), "");
+        if (S_ISREG(st.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
+            spool_fd = dup(STDIN_FILENO); /* a file redirected in: read in place */
+            if (spool_fd < 0)
+                return in_fail(err, "%s%s", strerror(errno), "");
+        } else if (isatty(STDIN_FILENO)) {
+            return in_fail(err, "is a terminal; pipe a checkpoint in, or name a file%s%s",
+                           "", "");
+        } else if (spool_stdin(err) != CLI_OK) {
+            return CLI_FAIL;
+        }
+    }
+    /* every "-" reads the same bytes */
+    if (fstat(spool_fd, &st) != 0)
+        return in_fail(err, "%s%s", strerror(errno), "");
+    fd = dup(spool_fd);
+    if (fd < 0)
+        return in_fail(err, "%s%s", strerror(errno), "");
+    *fd_out = fd;
+    *size_out = (uint64_t)st.st_size;
+    return CLI_OK;
 }
 
 int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n)
@@ -548,37 +563,32 @@ int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n)
 
 static void close_reader(void *opaque) { close((int)(intptr_t)opaque); }
 
-ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err,
-                          int *failed_before_open)
+ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err)
 {
     struct stat st;
     ckpt_reader rd;
-    ckpt_file *f;
     int fd;
     uint64_t size;
 
-    *failed_before_open = 0;
+    memset(err, 0, sizeof *err);
+    err->offset = -1;
     if (strcmp(path, "-") != 0) {
         /* the library opens files by name; only name what it would get
          * wrong: a FIFO or a device is not seekable */
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
             !S_ISBLK(st.st_mode)) {
-            if (cli_input_fd(path, &fd, &size) == CLI_OK)
+            if (cli_input_fd(path, &fd, &size, err) == CLI_OK)
                 close(fd);
-            *failed_before_open = 1;
             return NULL;
         }
         return ckpt_open(path, opt, err);
     }
-    if (cli_input_fd(path, &fd, &size) != CLI_OK) {
-        *failed_before_open = 1;
+    if (cli_input_fd(path, &fd, &size, err) != CLI_OK)
         return NULL;
-    }
     memset(&rd, 0, sizeof rd);
     rd.read = cli_pread_reader;
     rd.close = close_reader;
     rd.opaque = (void *)(intptr_t)fd;
     rd.size = size;
-    f = ckpt_open_reader(&rd, opt, err);
-    return f;
+    return ckpt_open_reader(&rd, opt, err);
 }

@@ -718,10 +718,38 @@ def misc_defects():
     defect('zip_magic_only.pt', b'PK\x03\x04', 'error', 'too short')
 
 
+def display_defects():
+    """Text that would drive a terminal: ckpt must show it escaped
+    (tests/cli_display_test.sh holds the exact expected output)."""
+    def raw_u(b):
+        return b'X' + struct.pack('<I', len(b)) + b  # BINUNICODE of raw bytes
+    # a pickle that runs posix.system under torch.load and then tries to erase
+    # that line from the screen: a class whose module name is cursor-up,
+    # erase-line, carriage return; a C1 CSI (U+009B) and a bidi override in
+    # keys, backspaces in a global's name, bytes that are not UTF-8
+    b = PROTO2 + EMPTY_DICT + MARK
+    b += u('model') + glob('posix', 'system') + tup(u('echo pwned')) + REDUCE
+    b += u('epoch') + b'c\x1b[1A\x1b[2K\rcollections\nOrderedDict\n' + EMPTY_TUPLE + REDUCE
+    b += u('\u202etxt.exe') + i(1)
+    b += u('a\u009b2Jb') + i(2)
+    b += u('hook') + b'cbuiltins\nprint\x08\x08\x08\x08\x08\n'
+    b += raw_u(b'\xff\xfekey') + u('caf\xe9 \x1b]0;title\x07')
+    b += u('back\\slash') + b'C\x04\x00\x1b\x7f\x80'
+    defect('pkl_terminal_escapes.pkl', b + SETITEMS + STOP, 'ok')
+    # tensor names and a storage key that are not plain text
+    pk = PROTO2 + EMPTY_DICT + MARK
+    pk += raw_u(b'w\xff') + tensor(size=(5,), stride=(1,))
+    pk += u('a\x1b[31mred') + tensor(size=(3,), stride=(1,))
+    pk += u('b') + tensor(key='s\x07', size=(15,), stride=(1,))
+    defect('zip_names_escapes.pt', torch_zip(pk + SETITEMS + STOP, storages=(('0', FLOATS15),
+                                                                              ('s\x07', FLOATS15)))[0], 'ok')
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, 'files')
     os.makedirs(out, exist_ok=True)
-    for g in (zip_defects, pickle_defects, tensor_defects, legacy_defects, tar_defects, misc_defects):
+    for g in (zip_defects, pickle_defects, tensor_defects, legacy_defects, tar_defects, misc_defects,
+              display_defects):
         g()
     names = [d[0] for d in DEFECTS]
     assert len(names) == len(set(names)), 'duplicate defect names'

@@ -1,0 +1,226 @@
+/*
+ * batch.c - several files per command, and --key as a path of keys.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_batch(char **files, int nfiles, int json,
+              int (*one)(const char *path, void *ctx), void *ctx)
+{
+    int i, worst = CLI_OK, r;
+    for (i = 0; i < nfiles; i++) {
+        if (nfiles > 1 && !json) {
+            fputs(i ? "\n==> " : "==> ", stdout);
+            cli_term_put(stdout, files[i]);
+            fputs(" <==\n", stdout);
+        }
+        /* keep stdout and stderr in order for people reading both */
+        if (nfiles > 1)
+            fflush(stdout);
+        r = one(files[i], ctx);
+        if (r > worst)
+            worst = r;
+        if (nfiles > 1)
+            fflush(stdout);
+        if (cli_stdout_failed())
+            break; /* reported by cli_stdout_finish() */
+    }
+    return worst;
+}
+
+void cli_json_error_line(const char *path, const ckpt_error *err)
+{
+    fputs("{\"file\": ", stdout);
+    cli_json_string(stdout, path, strlen(path));
+    fputs(", \"error\": {\"message\": ", stdout);
+    {
+        const char *m = err->message[0] ? err->message : ckpt_code_name(err->code);
+        cli_json_string(stdout, m, strnlen(m, sizeof err->message));
+    }
+    printf(", \"code\": \"%s\", \"offset\": ", ckpt_code_name(err->code));
+    if (err->offset >= 0)
+        printf("%lld}}\n", (long long)err->offset);
+    else
+        fputs("null}}\n", stdout);
+}
+
+/* ---- --key as a path of keys ---------------------------------------------- */
+
+/* The child of v under the key spelled s[0..n): a str key with those bytes,
+ * an int key with that decimal text, a list/tuple index; an object's state
+ * dict is searched as the object. */
+static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n)
+{
+    ckpt_kind k = ckpt_value_kind(v);
+    size_t i, len;
+    char tmp[32];
+    if (k == CKPT_V_OBJECT) {
+        v = ckpt_object_state(v);
+        if (!v)
+            return NULL;
+        k = ckpt_value_kind(v);
+    }
+    if (k == CKPT_V_DICT) {
+        len = ckpt_value_len(v);
+        for (i = 0; i < len; i++) {
+            const ckpt_value *key = ckpt_value_key(v, i);
+            size_t kl = 0;
+            const char *t;
+            if (!key)
+                continue;
+            if (ckpt_value_kind(key) == CKPT_V_STR) {
+                t = ckpt_value_text(key, &kl);
+                if (t && kl == n && memcmp(t, s, n) == 0)
+                    return ckpt_value_item(v, i);
+            } else if (ckpt_value_kind(key) == CKPT_V_INT) {
+                int w = snprintf(tmp, sizeof tmp, "%lld", (long long)ckpt_value_int(key));
+                if (w > 0 && (size_t)w == n && memcmp(tmp, s, n) == 0)
+                    return ckpt_value_item(v, i);
+            }
+        }
+        return NULL;
+    }
+    if (k == CKPT_V_LIST || k == CKPT_V_TUPLE) {
+        size_t idx = 0;
+        if (n == 0 || n > 18 || (n > 1 && s[0] == '0'))
+            return NULL;
+        for (i = 0; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9')
+                return NULL;
+            idx = idx * 10 + (size_t)(s[i] - '0');
+        }
+        return idx < ckpt_value_len(v) ? ckpt_value_item(v, idx) : NULL;
+    }
+    return NULL;
+}
+
+/* The value at the dotted path s[0..n) under v: at each level the longest
+ * run of components that is a key wins, shorter runs are tried after. */
+static const ckpt_value *resolve(const ckpt_value *v, const char *s, size_t n, int depth)
+{
+    size_t end = n;
+    if (!v || depth > 256)
+        return NULL;
+    for (;;) {
+        const ckpt_value *c = child(v, s, end);
+        if (c) {
+            const ckpt_value *r = end == n ? c : resolve(c, s + end + 1, n - end - 1, depth + 1);
+            if (r)
+                return r;
+        }
+        while (end > 0 && s[end - 1] != '.')
+            end--;
+        if (end == 0)
+            return NULL;
+        end--; /* at the dot */
+    }
+}
+
+static void mark_tensors(cli_doc *d, const ckpt_value *v, int depth)
+{
+    ckpt_kind k;
+    size_t i, n;
+    if (!v || d->oom || depth > 1000)
+        return;
+    k = ckpt_value_kind(v);
+    if (k == CKPT_V_TENSOR) {
+        const ckpt_tensor *t = ckpt_value_tensor(d->f, v);
+        if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0)
+            d->oom = 1;
+        return;
+    }
+    if (k != CKPT_V_LIST && k != CKPT_V_TUPLE && k != CKPT_V_SET &&
+        k != CKPT_V_DICT && k != CKPT_V_OBJECT)
+        return;
+    if (cli_ptrmap_get(&d->under, v))
+        return;
+    if (cli_ptrmap_put(&d->under, v, "") != 0) {
+        d->oom = 1;
+        return;
+    }
+    if (k == CKPT_V_OBJECT) {
+        mark_tensors(d, ckpt_object_args(v), depth + 1);
+        mark_tensors(d, ckpt_object_state(v), depth + 1);
+        mark_tensors(d, ckpt_object_items(v), depth + 1);
+        mark_tensors(d, ckpt_object_list(v), depth + 1);
+        return;
+    }
+    n = ckpt_value_len(v);
+    for (i = 0; i < n; i++)
+        mark_tensors(d, ckpt_value_item(v, i), depth + 1);
+}
+
+static void set_error(ckpt_error *err, ckpt_code code, const char *fmt, const char *arg)
+{
+    err->code = code;
+    err->offset = -1;
+    snprintf(err->message, sizeof err->message, fmt, arg);
+}
+
+int cli_doc_open(cli_doc *d, const char *path, const char *key,
+                 const ckpt_options *base, ckpt_error *err)
+{
+    ckpt_options opt = *base;
+    memset(d, 0, sizeof *d);
+    memset(err, 0, sizeof *err);
+    err->offset = -1;
+    opt.key = key;
+    d->f = cli_open_input(path, &opt, err);
+    if (d->f || !key || err->code != CKPT_E_NOTFOUND || !strchr(key, '.')) {
+        if (d->f)
+            d->root = ckpt_root(d->f);
+        return d->f ? 0 : -1;
+    }
+    /* not a top-level key: a path of keys from the root */
+    opt.key = NULL;
+    memset(err, 0, sizeof *err);
+    err->offset = -1;
+    d->f = cli_open_input(path, &opt, err);
+    if (!d->f)
+        return -1;
+    d->root = resolve(ckpt_root(d->f), key, strlen(key), 0);
+    if (!d->root) {
+        ckpt_close(d->f);
+        d->f = NULL;
+        set_error(err, CKPT_E_NOTFOUND, "no key '%.200s', as a top-level key or a path of keys", key);
+        return -1;
+    }
+    d->prefix = key;
+    d->prefix_len = strlen(key);
+    mark_tensors(d, d->root, 0);
+    if (d->oom) {
+        cli_doc_close(d);
+        set_error(err, CKPT_E_NOMEM, "%s", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int cli_doc_has(const cli_doc *d, const ckpt_tensor *t)
+{
+    return !d->prefix || cli_ptrmap_get(&d->under, t) != NULL;
+}
+
+const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t)
+{
+    if (!d->prefix || strncmp(t->name, d->prefix, d->prefix_len) != 0)
+        return t->name;
+    if (t->name[d->prefix_len] == '\0')
+        return "";
+    if (t->name[d->prefix_len] == '.')
+        return t->name + d->prefix_len + 1;
+    return t->name;
+}
+
+void cli_doc_close(cli_doc *d)
+{
+    ckpt_close(d->f);
+    cli_ptrmap_free(&d->under);
+    memset(d, 0, sizeof *d);
+}
