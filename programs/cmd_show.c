@@ -53,6 +53,7 @@ static const char usage[] =
 
 #define SHOW_MAX_DEPTH 1000
 #define STR_SHOWN 200     /* bytes of a string shown before cutting */
+#define REF_PATH_MAX 1000 /* bytes of a path kept for "<ref PATH>" */
 #define BYTES_SHOWN 64    /* bytes of a bytes value shown before cutting */
 #define INLINE_ITEMS 16   /* scalar items shown on one line */
 #define INLINE_STR 40     /* longest string item in a one-line list */
@@ -107,6 +108,25 @@ static void path_pop(show *s, size_t mark)
     s->path_len = mark;
     if (s->path)
         s->path[mark] = '\0';
+}
+
+/* Remember where container v was first shown, for later "<ref PATH>" lines.
+ * Paths are cut at REF_PATH_MAX bytes: a crafted pickle nests hundreds of
+ * dicts under long keys, and a full copy per container would cost memory
+ * quadratic in the depth. */
+static int remember(show *s, const ckpt_value *v)
+{
+    char cut[REF_PATH_MAX + 4];
+    const char *path = s->path ? s->path : "";
+    if (s->path_len > REF_PATH_MAX) {
+        size_t n = REF_PATH_MAX;
+        while (n > 0 && ((unsigned char)path[n] & 0xC0) == 0x80)
+            n--; /* not inside a character */
+        memcpy(cut, path, n);
+        memcpy(cut + n, "...", 4);
+        path = cut;
+    }
+    return cli_ptrmap_put(&s->seen, v, path);
 }
 
 /* ---- text builder ------------------------------------------------------- */
@@ -220,8 +240,8 @@ static int bare_key(const char *k, size_t n)
 {
     sbuf b;
     int same;
-    if (n == 0)
-        return 0;
+    if (n == 0 || n > STR_SHOWN)
+        return 0; /* a long key is quoted and cut like a long string */
     memset(&b, 0, sizeof b);
     cli_escape(&b, k, n, n, 0);
     same = !b.oom && b.len == n;
@@ -431,7 +451,7 @@ static int show_object(show *s, const char *label, const ckpt_value *v, int dept
          * entries; a later reference to it points at the object */
         if (ckpt_value_kind(state) == CKPT_V_DICT &&
             !cli_ptrmap_get(&s->seen, state)) {
-            if (cli_ptrmap_put(&s->seen, state, s->path ? s->path : "") != 0)
+            if (remember(s, state) != 0)
                 return oom(s);
             if (show_dict_items(s, state, depth + 1) != 0)
                 return -1;
@@ -529,7 +549,7 @@ static int show_value(show *s, const char *label, const ckpt_value *v, int depth
         s->failed = 1;
         return -1;
     }
-    if (cli_ptrmap_put(&s->seen, v, s->path ? s->path : "") != 0)
+    if (remember(s, v) != 0)
         return oom(s);
 
     if (kind == CKPT_V_OBJECT)

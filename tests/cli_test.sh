@@ -572,5 +572,20 @@ EOF
     [ "$prc" -eq 0 ] || not_ok "json check script exit status $prc"
 fi
 
+# Regression: 'show' of 998 dicts nested under one 64 KiB key, referenced
+# 1000 times, kept a copy of each container's path (quadratic: tens of GB)
+# and printed the key at every level.  Now keys are cut like strings and
+# reference paths at 1000 bytes: bounded memory and output.
+LAUGHS=$(dirname "$FIX")/defects/files/pkl_json_ref_path_laughs.pkl
+if [ -f "$LAUGHS" ]; then
+    (ulimit -v 1048576 2>/dev/null; "$CKPT" show "$LAUGHS" >"$OUT" 2>"$ERR")
+    RC=$?
+    r=$(why_not_status 0)
+    bytes=$(wc -c <"$OUT" | tr -d ' ')
+    [ -z "$r" ] && [ "$bytes" -gt 16777216 ] && r="printed $bytes bytes"
+    [ -z "$r" ] && ! grep -q '(65536 bytes)' "$OUT" && r="the long key is not cut"
+    check "show of nested dicts under a 64 KiB key: under 1 GiB, under 16 MiB of text" "$r"
+fi
+
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
