@@ -6,7 +6,7 @@
 #endif
 
 #include "cli.h"
-#include "npy.h"
+#include "ckpt_export.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -54,64 +54,54 @@ static const char usage[] =
     "  --key K           only what is under top-level key K (e.g. state_dict)\n"
     "  -h, --help        show this help\n";
 
-#define CHUNK ((size_t)4 << 20) /* a multiple of every element size */
 #define SAFE_MAX 200            /* bytes of a file name before ".npy" */
 
 /* ------------------------------------------------------------------------ */
 /* Writing one .npy                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Header and elements of t to out; on failure report it and return
- * CLI_FAIL.  `buf` holds CHUNK bytes. */
-static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
-                     FILE *out, const char *out_name, unsigned char *buf)
-{
-    size_t cap = NPY_HEADER_CAP(t->ndim), hlen, unit = npy_swap_unit(t->dtype);
-    int swap = unit > 1 && cli_host_big_endian();
-    char *hdr = malloc(cap);
-    uint64_t pos = 0;
-    ckpt_error err;
+/* ckpt_write_fn over a FILE, keeping the errno of a failed write. */
+typedef struct sink {
+    FILE *fp;
+    int e;
+} sink;
 
-    if (!hdr)
-        return cli_error("%s: out of memory", path);
-    hlen = npy_header(hdr, cap, t->dtype, t->shape, t->ndim);
-    if (hlen == 0) {
-        free(hdr);
-        return cli_error("%s: tensor '%s': dtype %s has no .npy form", path,
-                         t->name, ckpt_dtype_name(t->dtype));
-    }
-    if (fwrite(hdr, 1, hlen, out) != hlen) {
-        int e = errno;
-        free(hdr);
-        return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
-    }
-    free(hdr);
-    while (pos < t->nbytes) {
-        size_t n = t->nbytes - pos < CHUNK ? (size_t)(t->nbytes - pos) : CHUNK;
-        memset(&err, 0, sizeof err);
-        err.offset = -1;
-        if (ckpt_tensor_read_range(f, t, pos, buf, n, &err) != 0)
-            return cli_file_error(path, &err);
-        if (swap)
-            cli_swap_bytes(buf, n, unit);
-        if (fwrite(buf, 1, n, out) != n) {
-            int e = errno;
-            return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
-        }
-        pos += n;
-    }
-    return CLI_OK;
+static int sink_write(void *ctx, const void *buf, size_t n)
+{
+    sink *k = ctx;
+    if (fwrite(buf, 1, n, k->fp) == n)
+        return 0;
+    k->e = errno != 0 ? errno : EIO;
+    return -1;
+}
+
+/* Header and elements of t to out; on failure report it and return
+ * CLI_FAIL. */
+static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
+                     FILE *out, const char *out_name)
+{
+    sink k;
+    ckpt_error err;
+    k.fp = out;
+    k.e = 0;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_export_npy_to(f, t, sink_write, &k, &err) == 0)
+        return CLI_OK;
+    if (k.e != 0)
+        return cli_error("%s: %s", out_name, strerror(k.e));
+    return cli_file_error(path, &err);
 }
 
 /* Write t to out_path under the output policy ("-": standard output). */
 static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t,
-                      const char *out_path, const cli_out_opts *oo, unsigned char *buf)
+                      const char *out_path, const cli_out_opts *oo)
 {
     cli_out o;
     int r;
     if (cli_out_open(&o, out_path, oo) != 0)
         return CLI_FAIL;
-    r = write_npy(f, path, t, o.fp, o.shown, buf);
+    r = write_npy(f, path, t, o.fp, o.shown);
     if (r == CLI_OK) {
         if (cli_out_commit(&o) != 0)
             r = CLI_FAIL;
@@ -322,7 +312,7 @@ static char *join(const char *dir, const char *name)
 
 static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
                        const ckpt_tensor *const *tensors, size_t n,
-                       const cli_out_opts *oo, unsigned char *buf)
+                       const cli_out_opts *oo)
 {
     char **names = assign_names(tensors, n);
     size_t i, existing = 0;
@@ -350,7 +340,7 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
             r = cli_error("%s: out of memory", path);
             break;
         }
-        r = extract_to(f, path, tensors[i], out, oo, buf);
+        r = extract_to(f, path, tensors[i], out, oo);
         if (r == CLI_OK) {
             cli_json_string(stdout, tensors[i]->name, strlen(tensors[i]->name));
             fputs(" -> ", stdout);
@@ -373,7 +363,6 @@ int cmd_extract(int argc, char **argv)
     char *ops[2];
     const ckpt_tensor *t = NULL;
     const ckpt_tensor **list = NULL;
-    unsigned char *buf;
     ckpt_file *f;
     size_t n = 0, i;
     const cli_option options[] = {
@@ -414,17 +403,12 @@ int cmd_extract(int argc, char **argv)
             return CLI_FAIL;
         }
     }
-    buf = malloc(CHUNK);
-    if (!buf) {
-        ckpt_close(f);
-        return cli_error("%s: out of memory", ops[0]);
-    }
     memset(&oo, 0, sizeof oo);
     oo.force = force;
     oo.sync = sync;
     oo.input = ops[0];
     if (out) {
-        r = extract_to(f, ops[0], t, out, &oo, buf);
+        r = extract_to(f, ops[0], t, out, &oo);
     } else if ((r = cli_mkdirs(dir)) == CLI_OK) {
         oo.no_follow = 1;
         n = t ? 1 : ckpt_tensor_count(f);
@@ -434,11 +418,10 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < n; i++)
                 list[i] = t ? t : ckpt_tensor_at(f, i);
-            r = extract_dir(f, ops[0], dir, list, n, &oo, buf);
+            r = extract_dir(f, ops[0], dir, list, n, &oo);
         }
         free((void *)list);
     }
-    free(buf);
     ckpt_close(f);
     return r;
 }

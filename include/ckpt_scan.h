@@ -1,0 +1,113 @@
+/*
+ * ckpt_scan.h - safety verdicts for the globals a checkpoint's pickles name.
+ *
+ * Built only on the reader API of ckpt.h: the library runs every pickle of a
+ * file without executing anything and reports each GLOBAL / STACK_GLOBAL
+ * (resolved through the memo, Python 2 names mapped); this part classifies
+ * the names:
+ *
+ *   CKPT_VERDICT_SAFE       on the list torch.load(weights_only=True) accepts
+ *                           by default (tensor rebuild functions, storage and
+ *                           tensor classes, dtypes, OrderedDict, ...)
+ *   CKPT_VERDICT_UNKNOWN    inert here, but torch.load(weights_only=False)
+ *                           would import and call it (user classes, nn
+ *                           modules of full-model saves, numpy objects, ...)
+ *   CKPT_VERDICT_DANGEROUS  can run code, touch files or the network, or
+ *                           load another pickle when unpickled
+ *
+ * Thread safety: ckpt_global_verdict() may be called from any thread; a
+ * report is immutable once returned and may be read from several threads.
+ */
+#ifndef CKPT_SCAN_H
+#define CKPT_SCAN_H
+
+#include "ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ckpt_verdict {
+    CKPT_VERDICT_SAFE = 0,
+    CKPT_VERDICT_UNKNOWN = 1,
+    CKPT_VERDICT_DANGEROUS = 2
+} ckpt_verdict;
+
+/* "safe", "unknown", "dangerous" ("?" for anything else). */
+CKPT_API const char *ckpt_verdict_name(ckpt_verdict v);
+
+/* The verdict for the global module.name as a pickle names it (`name` may
+ * be dotted: protocol 4 resolves it attribute by attribute, so ("torch",
+ * "serialization.os.system") is os.system).  *why (may be NULL) receives a
+ * static one-line reason: the danger for DANGEROUS, the allowlist for SAFE,
+ * "" for UNKNOWN.  Never NULL arguments but `why`. */
+CKPT_API ckpt_verdict ckpt_global_verdict(const char *module, const char *name,
+                                          const char **why);
+
+/* Scan flags. */
+#define CKPT_SCAN_STRICT 1u /* unknown globals make the file flagged, as
+                               torch's weights_only loader would refuse them */
+
+/* One global reference met in a pickle of the file. */
+typedef struct ckpt_scan_item {
+    const char *module;   /* as resolved by the pickle machine */
+    const char *name;
+    const char *pickle;   /* "data.pkl", "pickle", a legacy stream's part... */
+    int64_t offset;       /* of the GLOBAL/STACK_GLOBAL opcode in the file
+                             (in the inflated record for a deflated one) */
+    int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
+    ckpt_verdict verdict; /* after the per-pickle rules (a functools.partial
+                             in a pickle that names a dangerous callable is
+                             dangerous) */
+    const char *why;      /* static one-line reason, "" when none */
+} ckpt_scan_item;
+
+typedef struct ckpt_scan_report ckpt_scan_report;
+
+/* Scan a file: run every pickle (options' limits apply; its key,
+ * skip_tensors and on_global are ignored) and classify every global.  A file
+ * that breaks part way still gives a report: every global met before the
+ * break, with ckpt_scan_error() saying what broke.  Returns NULL (and fills
+ * err) only when no report can be made at all (out of memory).  `opt` may
+ * be NULL for the defaults. */
+CKPT_API ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt,
+                                          unsigned flags, ckpt_error *err);
+/* The same for bytes in memory (they must stay valid during the call). */
+CKPT_API ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size,
+                                            const ckpt_options *opt, unsigned flags,
+                                            ckpt_error *err);
+/* The same through a reader (closed before the call returns). */
+CKPT_API ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader,
+                                            const ckpt_options *opt, unsigned flags,
+                                            ckpt_error *err);
+CKPT_API void ckpt_scan_free(ckpt_scan_report *r);
+
+/* The globals, in the order the pickles named them. */
+CKPT_API size_t ckpt_scan_count(const ckpt_scan_report *r);
+CKPT_API const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i);
+
+/* How many items have verdict v; called dangerous ones. */
+CKPT_API size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v);
+CKPT_API size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r);
+/* The worst verdict met (SAFE when no global was met). */
+CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
+/* Nonzero when the file should be refused: something dangerous, or with
+ * CKPT_SCAN_STRICT something unknown. */
+CKPT_API int ckpt_scan_flagged(const ckpt_scan_report *r);
+CKPT_API unsigned ckpt_scan_flags(const ckpt_scan_report *r);
+
+/* NULL when every pickle was read to its end; else what stopped the read
+ * (valid until ckpt_scan_free()). */
+CKPT_API const ckpt_error *ckpt_scan_error(const ckpt_scan_report *r);
+/* The container, when the file opened (else -1). */
+CKPT_API int ckpt_scan_format(const ckpt_scan_report *r);
+/* Oddities of the pickles (a second PROTO, data after STOP, ...) and of the
+ * container (TorchScript code records are not scanned), one line each. */
+CKPT_API size_t ckpt_scan_note_count(const ckpt_scan_report *r);
+CKPT_API const char *ckpt_scan_note_at(const ckpt_scan_report *r, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKPT_SCAN_H */

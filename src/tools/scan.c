@@ -1,0 +1,802 @@
+/*
+ * scan.c - safety verdicts for the globals a checkpoint's pickles name, and
+ * the whole-file scan behind `ckpt scan` (include/ckpt_scan.h).
+ *
+ * Built only on the public reader API: ckpt_open*() with skip_tensors and an
+ * on_global callback runs every pickle of the file (data.pkl, each pickle of
+ * a legacy stream, each TAR member, TorchScript's data.pkl and
+ * constants.pkl) without executing anything; this file only classifies the
+ * names it reports.
+ *
+ * The tables below are plain data; a rule matches a module and, optionally,
+ * one name in it ("*" suffix: every name with that prefix).
+ */
+#include "ckpt_scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* The tables                                                                 */
+/* ------------------------------------------------------------------------ */
+
+
+/* A rule: `module` and, when `name` is NULL, every name in it and in every
+ * submodule ("os" covers os.system, os.path.join, ...); otherwise that name
+ * exactly, or every name starting with it when it ends in '*'. */
+typedef struct rule {
+    const char *module;
+    const char *name;
+    const char *why;
+} rule;
+
+/* Reasons, one per family. */
+#define W_PROC "runs commands or reaches the operating system"
+#define W_EVAL "evaluates or compiles code, or reaches any object by name"
+#define W_FILE "opens, reads or writes files"
+#define W_IMPORT "imports modules or resolves arbitrary names"
+#define W_LOAD "deserializes another pickle (or similar), which can run code"
+#define W_NET "opens network connections"
+#define W_NATIVE "loads native code or calls C functions"
+#define W_GADGET "calls methods or reads attributes chosen by the file"
+#define W_TORCH "torch helper that loads pickles, downloads or compiles code"
+#define W_NUMPY "numpy helper that compiles, runs or loads code"
+
+static const rule dangerous_rules[] = {
+    /* Processes and the operating system: os.system, os.popen, os.exec*,
+     * subprocess.Popen, pty.spawn, ...  torch's weights_only unpickler refuses
+     * sys, os, posix and nt even when allowlisted. */
+    {"os", NULL, W_PROC},
+    {"posix", NULL, W_PROC},
+    {"nt", NULL, W_PROC},
+    {"sys", NULL, W_PROC},
+    {"subprocess", NULL, W_PROC},
+    {"_posixsubprocess", NULL, W_PROC},
+    {"_winapi", NULL, W_PROC},
+    {"pty", NULL, W_PROC},
+    {"platform", "popen", W_PROC},
+    {"platform", "_syscmd*", W_PROC},
+    {"multiprocessing", NULL, W_PROC},
+    {"_multiprocessing", NULL, W_PROC},
+    {"asyncio", "create_subprocess*", W_PROC},
+    {"asyncio.subprocess", NULL, W_PROC},
+    {"asyncio.unix_events", NULL, W_PROC},
+    {"asyncio.windows_events", NULL, W_PROC},
+    {"_thread", "start_new*", W_PROC},
+    {"commands", NULL, W_PROC}, /* Python 2 name of subprocess helpers */
+    {"popen2", NULL, W_PROC},
+    {"thread", "start_new*", W_PROC},
+
+    /* Evaluating code and reaching any object: builtins eval/exec/compile,
+     * getattr & co. (attribute access is how gadgets chain), the interactive
+     * interpreters and debuggers, code objects turned into functions. */
+    {"builtins", "eval", W_EVAL},
+    {"builtins", "exec", W_EVAL},
+    {"builtins", "execfile", W_EVAL},
+    {"builtins", "compile", W_EVAL},
+    {"builtins", "getattr", W_EVAL},
+    {"builtins", "setattr", W_EVAL},
+    {"builtins", "delattr", W_EVAL},
+    {"builtins", "globals", W_EVAL},
+    {"builtins", "locals", W_EVAL},
+    {"builtins", "vars", W_EVAL},
+    {"builtins", "breakpoint", W_EVAL},
+    {"builtins", "input", W_EVAL},
+    {"builtins", "raw_input", W_EVAL},
+    {"builtins", "help", W_EVAL},
+    {"builtins", "apply", W_EVAL},
+    {"builtins", "__build_class__", W_EVAL},
+    {"code", NULL, W_EVAL},
+    {"codeop", NULL, W_EVAL},
+    {"runpy", NULL, W_EVAL},
+    {"pdb", NULL, W_EVAL},
+    {"bdb", NULL, W_EVAL},
+    {"trace", NULL, W_EVAL},
+    {"timeit", NULL, W_EVAL},
+    {"profile", NULL, W_EVAL},
+    {"cProfile", NULL, W_EVAL},
+    {"doctest", NULL, W_EVAL},
+    {"idlelib", NULL, W_EVAL},
+    {"types", "FunctionType", W_EVAL},
+    {"types", "LambdaType", W_EVAL},
+    {"types", "CodeType", W_EVAL},
+    {"types", "MethodType", W_EVAL},
+    {"logging.config", NULL, W_EVAL},
+
+    /* Importing modules or resolving any dotted name at load time: the file
+     * would reach objects no GLOBAL names. */
+    {"builtins", "__import__", W_IMPORT},
+    {"builtins", "reload", W_IMPORT},
+    {"importlib", NULL, W_IMPORT},
+    {"imp", NULL, W_IMPORT},
+    {"pkgutil", NULL, W_IMPORT},
+    {"pydoc", NULL, W_IMPORT},
+    {"zipimport", NULL, W_IMPORT},
+    {"unittest.mock", NULL, W_IMPORT},
+    {"mock", NULL, W_IMPORT},
+
+    /* Files: open, copy, remove, archive tools. */
+    {"builtins", "open", W_FILE},
+    {"builtins", "file", W_FILE},
+    {"io", "open*", W_FILE},
+    {"io", "FileIO", W_FILE},
+    {"_io", "open*", W_FILE},
+    {"_io", "FileIO", W_FILE},
+    {"codecs", "open", W_FILE},
+    {"fileinput", NULL, W_FILE},
+    {"shutil", NULL, W_FILE},
+    {"tempfile", NULL, W_FILE},
+
+    /* Deserializers: each runs another pickle (or YAML, marshal code...)
+     * whose globals this scan does not see. */
+    {"pickle", NULL, W_LOAD},
+    {"_pickle", NULL, W_LOAD},
+    {"cPickle", NULL, W_LOAD},
+    {"pickletools", NULL, W_LOAD},
+    {"marshal", NULL, W_LOAD},
+    {"shelve", NULL, W_LOAD},
+    {"dill", NULL, W_LOAD},
+    {"cloudpickle", NULL, W_LOAD},
+    {"joblib", NULL, W_LOAD},
+    {"jsonpickle", NULL, W_LOAD},
+    {"yaml", NULL, W_LOAD},
+    {"pandas", "read_pickle", W_LOAD},
+    {"pandas.io.pickle", NULL, W_LOAD},
+    {"torch", "load", W_LOAD},
+    {"torch.serialization", "load", W_LOAD},
+    {"torch.serialization", "_load", W_LOAD},
+    {"torch.serialization", "_legacy_load", W_LOAD},
+    {"torch.storage", "_load_from_bytes", W_LOAD},
+
+    /* Network: sockets, HTTP clients and servers, browsers. */
+    {"socket", NULL, W_NET},
+    {"_socket", NULL, W_NET},
+    {"socketserver", NULL, W_NET},
+    {"SocketServer", NULL, W_NET},
+    {"ssl", NULL, W_NET},
+    {"http", NULL, W_NET},
+    {"httplib", NULL, W_NET},
+    {"BaseHTTPServer", NULL, W_NET},
+    {"SimpleHTTPServer", NULL, W_NET},
+    {"CGIHTTPServer", NULL, W_NET},
+    {"urllib", NULL, W_NET},
+    {"urllib2", NULL, W_NET},
+    {"urllib3", NULL, W_NET},
+    {"requests", NULL, W_NET},
+    {"httpx", NULL, W_NET},
+    {"aiohttp", NULL, W_NET},
+    {"ftplib", NULL, W_NET},
+    {"smtplib", NULL, W_NET},
+    {"poplib", NULL, W_NET},
+    {"imaplib", NULL, W_NET},
+    {"nntplib", NULL, W_NET},
+    {"telnetlib", NULL, W_NET},
+    {"xmlrpc", NULL, W_NET},
+    {"xmlrpclib", NULL, W_NET},
+    {"webbrowser", NULL, W_NET},
+
+    /* Native code: shared libraries and foreign function calls. */
+    {"ctypes", NULL, W_NATIVE},
+    {"_ctypes", NULL, W_NATIVE},
+    {"cffi", NULL, W_NATIVE},
+
+    /* Gadgets: call a method or read an attribute named by the file, or
+     * wrap a callable for a later call (functools.partial is judged by what
+     * it wraps, see classify_all()). */
+    {"operator", "attrgetter", W_GADGET},
+    {"operator", "methodcaller", W_GADGET},
+    {"_operator", "attrgetter", W_GADGET},
+    {"_operator", "methodcaller", W_GADGET},
+    {"inspect", "getattr_static", W_GADGET},
+
+    /* torch helpers that load pickles, fetch code or compile it. */
+    {"torch.hub", NULL, W_TORCH},
+    {"torch.package", NULL, W_TORCH},
+    {"torch.utils.cpp_extension", NULL, W_TORCH},
+    {"torch._inductor.codecache", NULL, W_TORCH},
+    {"torch.fx.graph_module", "reduce_*", W_TORCH},
+    {"torch.fx.graph_module", "_forward_from_src", W_TORCH},
+    {"torch.fx.graph_module", "_exec_with_source", W_TORCH},
+    {"torch._utils", "_import_dotted_name", W_TORCH},
+
+    /* numpy helpers: Fortran compiler, string runner, pickle loaders. */
+    {"numpy.f2py", NULL, W_NUMPY},
+    {"numpy.distutils", NULL, W_NUMPY},
+    {"numpy.ctypeslib", NULL, W_NUMPY},
+    {"numpy.testing._private.utils", "runstring", W_NUMPY},
+    {"numpy", "load", W_NUMPY},
+    {"numpy.lib.npyio", "load", W_NUMPY},
+
+    /* Installers and build tools: run setup scripts, install packages. */
+    {"pip", NULL, W_PROC},
+    {"ensurepip", NULL, W_PROC},
+    {"venv", NULL, W_PROC},
+    {"distutils", NULL, W_PROC},
+    {"setuptools", NULL, W_PROC},
+};
+
+/* Attributes that, reached through a dotted name (protocol 4 qualnames are
+ * resolved with getattr), hand out functions' globals, builtins, classes'
+ * subclasses and the like: any dunder in a dotted name is dangerous. */
+
+/* torch.load(weights_only=True)'s default allowlist, plus the older and
+ * inert spellings of the same things (torch.tensor._rebuild_from_type_v2
+ * before 1.9, builtins containers the machine builds itself). */
+#define W_SAFE "on torch's weights_only allowlist"
+
+static const rule safe_rules[] = {
+    /* tensor rebuild functions (torch._utils._tensor_rebuild_functions) */
+    {"torch._utils", "_rebuild_tensor", W_SAFE},
+    {"torch._utils", "_rebuild_tensor_v2", W_SAFE},
+    {"torch._utils", "_rebuild_tensor_v3", W_SAFE},
+    {"torch._utils", "_rebuild_parameter", W_SAFE},
+    {"torch._utils", "_rebuild_parameter_with_state", W_SAFE},
+    {"torch._utils", "_rebuild_qtensor", W_SAFE},
+    {"torch._utils", "_rebuild_sparse_tensor", W_SAFE},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", W_SAFE},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", W_SAFE},
+    {"torch._utils", "_rebuild_wrapper_subclass", W_SAFE},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", W_SAFE},
+    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", W_SAFE},
+    {"torch._tensor", "_rebuild_from_type_v2", W_SAFE},
+    {"torch.tensor", "_rebuild_from_type_v2", W_SAFE},
+    {"torch.serialization", "_get_layout", W_SAFE},
+    /* classes */
+    {"torch", "Size", W_SAFE},
+    {"torch", "Tensor", W_SAFE},
+    {"torch._tensor", "Tensor", W_SAFE},
+    {"torch", "device", W_SAFE},
+    {"torch.nn.parameter", "Parameter", W_SAFE},
+    {"torch", "UntypedStorage", W_SAFE},
+    {"torch", "TypedStorage", W_SAFE},
+    {"torch.storage", "UntypedStorage", W_SAFE},
+    {"torch.storage", "TypedStorage", W_SAFE},
+    {"torch.storage", "_UntypedStorage", W_SAFE},
+    {"torch.storage", "_TypedStorage", W_SAFE},
+    /* quantization schemes */
+    {"torch", "per_tensor_affine", W_SAFE},
+    {"torch", "per_tensor_symmetric", W_SAFE},
+    {"torch", "per_channel_affine", W_SAFE},
+    {"torch", "per_channel_symmetric", W_SAFE},
+    {"torch", "per_channel_affine_float_qparams", W_SAFE},
+    /* containers and bytes */
+    {"collections", "OrderedDict", W_SAFE},
+    {"collections", "Counter", W_SAFE},
+    {"_codecs", "encode", W_SAFE},
+    {"builtins", "set", W_SAFE},
+    {"builtins", "frozenset", W_SAFE},
+    {"builtins", "dict", W_SAFE},
+    {"builtins", "list", W_SAFE},
+    {"builtins", "tuple", W_SAFE},
+    {"builtins", "bytes", W_SAFE},
+    {"builtins", "bytearray", W_SAFE},
+    {"builtins", "complex", W_SAFE},
+};
+
+/* torch.<dtype>: every dtype object torch pickles by name. */
+static const char *const torch_dtypes[] = {
+    "float64", "double", "float32", "float", "float16", "half", "bfloat16",
+    "int64", "long", "int32", "int", "int16", "short", "int8", "uint8",
+    "bool", "complex32", "chalf", "complex64", "cfloat", "complex128",
+    "cdouble", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16", "uint32", "uint64",
+    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
+    "int1", "int2", "int3", "int4", "int5", "int6", "int7",
+    "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+};
+
+/* torch.<Kind>Storage / torch.<Kind>Tensor (also under torch.cuda, and the
+ * sparse tensor classes under torch.sparse and torch.cuda.sparse). */
+static const char *const storage_kinds[] = {
+    "Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
+    "Byte", "Bool", "ComplexDouble", "ComplexFloat", "ComplexHalf", "QInt8",
+    "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4",
+};
+
+/* Python 2 module names the Python unpickler maps (fix_imports), for the
+ * ones that lead to a dangerous module; the machine already maps
+ * __builtin__, exceptions and copy_reg. */
+static const struct {
+    const char *py2, *py3;
+} py2_modules[] = {
+    {"commands", "subprocess"}, {"cPickle", "pickle"}, {"thread", "_thread"},
+    {"urllib2", "urllib.request"}, {"httplib", "http.client"},
+    {"SocketServer", "socketserver"}, {"BaseHTTPServer", "http.server"},
+    {"SimpleHTTPServer", "http.server"}, {"CGIHTTPServer", "http.server"},
+    {"xmlrpclib", "xmlrpc.client"}, {"SimpleXMLRPCServer", "xmlrpc.server"},
+    {"DocXMLRPCServer", "xmlrpc.server"},
+};
+
+/* ------------------------------------------------------------------------ */
+/* Matching                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* mod[0..mn) is `m` or a submodule of it. */
+static int module_in(const char *mod, size_t mn, const char *m)
+{
+    size_t n = strlen(m);
+    return mn >= n && memcmp(mod, m, n) == 0 && (mn == n || mod[n] == '.');
+}
+
+static int module_is(const char *mod, size_t mn, const char *m)
+{
+    return strlen(m) == mn && memcmp(mod, m, mn) == 0;
+}
+
+static int name_is(const char *name, size_t nn, const char *pat)
+{
+    size_t pn = strlen(pat);
+    if (pn > 0 && pat[pn - 1] == '*')
+        return nn >= pn - 1 && memcmp(name, pat, pn - 1) == 0;
+    return pn == nn && memcmp(name, pat, nn) == 0;
+}
+
+static const rule *match(const rule *rules, size_t n, const char *mod,
+                         size_t mn, const char *name, size_t nn)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (rules[i].name == NULL) {
+            if (module_in(mod, mn, rules[i].module))
+                return &rules[i];
+        } else if (module_is(mod, mn, rules[i].module) &&
+                   name_is(name, nn, rules[i].name)) {
+            return &rules[i];
+        }
+    }
+    return NULL;
+}
+
+#define NRULES(t) (sizeof t / sizeof t[0])
+
+static const rule *dangerous_pair(const char *mod, size_t mn, const char *name,
+                                  size_t nn)
+{
+    size_t i;
+    const rule *r = match(dangerous_rules, NRULES(dangerous_rules), mod, mn,
+                          name, nn);
+    if (r)
+        return r;
+    for (i = 0; i < sizeof py2_modules / sizeof py2_modules[0]; i++)
+        if (module_in(mod, mn, py2_modules[i].py2)) {
+            const char *to = py2_modules[i].py3;
+            return match(dangerous_rules, NRULES(dangerous_rules), to,
+                         strlen(to), name, nn);
+        }
+    /* Python 2's __builtin__.intern is sys.intern (sys is refused) */
+    if (module_is(mod, mn, "builtins") && name_is(name, nn, "intern"))
+        return match(dangerous_rules, NRULES(dangerous_rules), "sys", 3,
+                     name, nn);
+    return NULL;
+}
+
+static int is_safe_torch_class(const char *mod, const char *name)
+{
+    size_t i, nn = strlen(name);
+    int storage = nn > 7 && strcmp(name + nn - 7, "Storage") == 0;
+    int tensor = nn > 6 && strcmp(name + nn - 6, "Tensor") == 0;
+    size_t stem = nn - (storage ? 7 : tensor ? 6 : 0);
+    if (!storage && !tensor)
+        return 0;
+    if (storage && strcmp(mod, "torch") != 0 && strcmp(mod, "torch.cuda") != 0)
+        return 0;
+    if (tensor && strcmp(mod, "torch") != 0 && strcmp(mod, "torch.cuda") != 0 &&
+        strcmp(mod, "torch.sparse") != 0 && strcmp(mod, "torch.cuda.sparse") != 0)
+        return 0;
+    for (i = 0; i < sizeof storage_kinds / sizeof storage_kinds[0]; i++)
+        if (strlen(storage_kinds[i]) == stem &&
+            memcmp(storage_kinds[i], name, stem) == 0)
+            return 1;
+    return 0;
+}
+
+/* The verdict for (module, name), with a reason for dangerous ones.
+ *
+ * A name with dots is resolved by the Python unpickler with getattr, one
+ * component at a time (protocol 4 and later), so ("torch",
+ * "serialization.os.system") is os.system: every way of reading the dotted
+ * path as <module>.<name> is checked, including paths that start at an
+ * attribute (an attribute can be a module), and any dunder attribute in the
+ * name (__globals__, __builtins__, __subclasses__, ...) is dangerous. */
+static ckpt_verdict verdict_of(const char *module, const char *name, const char **why)
+{
+    size_t mlen = strlen(module), nlen = strlen(name);
+    size_t total = mlen + 1 + nlen, i, k, nparts = 0, mparts = 0;
+    size_t starts[130], ends[130];
+    char *path;
+    const rule *r;
+
+    *why = "";
+    if (memchr(name, '.', nlen) == NULL) {
+        /* __builtins__, __dict__, __globals__, ... of any module: the keys
+         * to everything; copyreg's __newobj__ helpers are what protocols
+         * 0 and 1 use for NEWOBJ */
+        if (nlen > 4 && memcmp(name, "__", 2) == 0 &&
+            memcmp(name + nlen - 2, "__", 2) == 0 &&
+            !(strcmp(module, "copyreg") == 0 &&
+              (strcmp(name, "__newobj__") == 0 || strcmp(name, "__newobj_ex__") == 0))) {
+            r = dangerous_pair(module, mlen, name, nlen);
+            *why = r ? r->why : "a dunder attribute of a module";
+            return CKPT_VERDICT_DANGEROUS;
+        }
+        r = dangerous_pair(module, mlen, name, nlen);
+        if (r) {
+            *why = r->why;
+            return CKPT_VERDICT_DANGEROUS;
+        }
+        if (match(safe_rules, NRULES(safe_rules), module, mlen, name, nlen) ||
+            is_safe_torch_class(module, name)) {
+            *why = W_SAFE;
+            return CKPT_VERDICT_SAFE;
+        }
+        if (strcmp(module, "torch") == 0)
+            for (i = 0; i < sizeof torch_dtypes / sizeof torch_dtypes[0]; i++)
+                if (strcmp(name, torch_dtypes[i]) == 0) {
+                    *why = W_SAFE;
+                    return CKPT_VERDICT_SAFE;
+                }
+        return CKPT_VERDICT_UNKNOWN;
+    }
+
+    /* a dotted name: split module.name into its components */
+    path = malloc(total + 1);
+    if (!path) {
+        *why = "name too long to check";
+        return CKPT_VERDICT_DANGEROUS;
+    }
+    memcpy(path, module, mlen);
+    path[mlen] = '.';
+    memcpy(path + mlen + 1, name, nlen + 1);
+    for (i = 0; i <= total && nparts < 128;) {
+        size_t j = i;
+        while (j < total && path[j] != '.')
+            j++;
+        starts[nparts] = i;
+        ends[nparts] = j;
+        if (j <= mlen)
+            mparts = nparts + 1;
+        nparts++;
+        i = j + 1;
+    }
+    if (nparts >= 128) {
+        free(path);
+        *why = "a name of more than 128 parts";
+        return CKPT_VERDICT_DANGEROUS;
+    }
+    for (k = mparts; k < nparts; k++) {
+        size_t len = ends[k] - starts[k];
+        if (len >= 2 && path[starts[k]] == '_' && path[starts[k] + 1] == '_') {
+            free(path);
+            *why = "reaches a dunder attribute through a dotted name";
+            return CKPT_VERDICT_DANGEROUS;
+        }
+    }
+    /* candidates: modules starting at the first component or at any
+     * attribute, each followed by one name component */
+    for (i = 0; i + 1 < nparts; i++) {
+        if (i > 0 && i < mparts)
+            continue; /* "a.os" is a submodule of a, not os */
+        for (k = i + 1 < mparts ? mparts : i + 1; k < nparts; k++) {
+            const char *mod = path + starts[i];
+            size_t mn = ends[k - 1] - starts[i];
+            r = dangerous_pair(mod, mn, path + starts[k], ends[k] - starts[k]);
+            if (r) {
+                free(path);
+                *why = r->why;
+                return CKPT_VERDICT_DANGEROUS;
+            }
+        }
+    }
+    free(path);
+    return CKPT_VERDICT_UNKNOWN;
+}
+
+/* functools.partial & co. are inert wrappers; they are dangerous when what
+ * they wrap is, and that is decided per pickle (see classify_all). */
+static int is_wrapper(const char *module, const char *name)
+{
+    return (strcmp(module, "functools") == 0 || strcmp(module, "_functools") == 0) &&
+           (strcmp(name, "partial") == 0 || strcmp(name, "partialmethod") == 0 ||
+            strcmp(name, "reduce") == 0);
+}
+
+const char *ckpt_verdict_name(ckpt_verdict v)
+{
+    switch (v) {
+    case CKPT_VERDICT_SAFE: return "safe";
+    case CKPT_VERDICT_UNKNOWN: return "unknown";
+    case CKPT_VERDICT_DANGEROUS: return "dangerous";
+    }
+    return "?";
+}
+
+ckpt_verdict ckpt_global_verdict(const char *module, const char *name, const char **why)
+{
+    const char *w = "";
+    ckpt_verdict v = verdict_of(module ? module : "", name ? name : "", &w);
+    if (why)
+        *why = w;
+    return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Whole-file scans                                                           */
+/* ------------------------------------------------------------------------ */
+
+#define TS_NOTE "TorchScript archive: its pickles are scanned, its code/ " \
+                "records (TorchScript source that torch.jit.load compiles) are not"
+
+struct ckpt_scan_report {
+    ckpt_scan_item *items;
+    size_t n, cap;
+    char **strings; /* every string the items and notes point to */
+    size_t nstrings, strings_cap;
+    char **notes;
+    size_t nnotes;
+    size_t tally[3], called_dangerous;
+    unsigned flags;
+    int format; /* -1: the file did not open */
+    int failed;
+    ckpt_error error;
+    int oom;
+};
+
+/* A copy of s owned by the report (identical strings shared for labels). */
+static char *keep(ckpt_scan_report *r, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p;
+    if (r->nstrings == r->strings_cap) {
+        size_t cap = r->strings_cap ? r->strings_cap * 2 : 64;
+        char **ns = realloc(r->strings, cap * sizeof *ns);
+        if (!ns)
+            return NULL;
+        r->strings = ns;
+        r->strings_cap = cap;
+    }
+    p = malloc(n);
+    if (!p)
+        return NULL;
+    memcpy(p, s, n);
+    r->strings[r->nstrings++] = p;
+    return p;
+}
+
+/* Pickle labels repeat for every global: the one copy, found again. */
+static const char *keep_label(ckpt_scan_report *r, const char *label)
+{
+    size_t i;
+    for (i = r->n; i > 0 && i + 64 > r->n; i--)
+        if (strcmp(r->items[i - 1].pickle, label) == 0)
+            return r->items[i - 1].pickle;
+    return keep(r, label);
+}
+
+static void on_global(void *ctx, const ckpt_global_ref *g)
+{
+    ckpt_scan_report *r = ctx;
+    ckpt_scan_item *it;
+    if (r->oom)
+        return;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        ckpt_scan_item *p = realloc(r->items, cap * sizeof *p);
+        if (!p) {
+            r->oom = 1;
+            return;
+        }
+        r->items = p;
+        r->cap = cap;
+    }
+    it = &r->items[r->n];
+    memset(it, 0, sizeof *it);
+    it->module = keep(r, g->module ? g->module : "");
+    it->name = keep(r, g->name ? g->name : "");
+    it->pickle = keep_label(r, g->pickle ? g->pickle : "");
+    it->offset = g->offset;
+    it->called = g->called != 0;
+    it->why = "";
+    if (!it->module || !it->name || !it->pickle) {
+        r->oom = 1;
+        return;
+    }
+    r->n++;
+}
+
+static void classify_all(ckpt_scan_report *r)
+{
+    size_t i, j;
+    int strict = (r->flags & CKPT_SCAN_STRICT) != 0;
+    for (i = 0; i < r->n; i++)
+        r->items[i].verdict = verdict_of(r->items[i].module, r->items[i].name,
+                                         &r->items[i].why);
+    /* a wrapper is as dangerous as the pickle it sits in */
+    for (i = 0; i < r->n; i++) {
+        if (r->items[i].verdict != CKPT_VERDICT_UNKNOWN ||
+            !is_wrapper(r->items[i].module, r->items[i].name))
+            continue;
+        for (j = 0; j < r->n; j++)
+            if (strcmp(r->items[j].pickle, r->items[i].pickle) == 0 &&
+                r->items[j].verdict == CKPT_VERDICT_DANGEROUS &&
+                !is_wrapper(r->items[j].module, r->items[j].name)) {
+                r->items[i].verdict = CKPT_VERDICT_DANGEROUS;
+                r->items[i].why = "wraps a callable, in a pickle that names a "
+                                  "dangerous one";
+                break;
+            }
+    }
+    for (i = 0; i < r->n; i++) {
+        if (strict && r->items[i].verdict == CKPT_VERDICT_UNKNOWN &&
+            r->items[i].why[0] == '\0')
+            r->items[i].why = "not on torch's weights_only allowlist (--strict)";
+        r->tally[r->items[i].verdict]++;
+        if (r->items[i].verdict == CKPT_VERDICT_DANGEROUS && r->items[i].called)
+            r->called_dangerous++;
+    }
+}
+
+static int add_note(ckpt_scan_report *r, const char *note)
+{
+    char **nn = realloc(r->notes, (r->nnotes + 1) * sizeof *nn);
+    if (!nn)
+        return -1;
+    r->notes = nn;
+    if (!(nn[r->nnotes] = keep(r, note)))
+        return -1;
+    r->nnotes++;
+    return 0;
+}
+
+enum { FROM_PATH, FROM_MEMORY, FROM_READER };
+
+static ckpt_scan_report *scan_any(int from, const char *path, const void *data,
+                                  size_t size, const ckpt_reader *reader,
+                                  const ckpt_options *opt, unsigned flags,
+                                  ckpt_error *err)
+{
+    ckpt_scan_report *r = calloc(1, sizeof *r);
+    ckpt_options o;
+    ckpt_file *f = NULL;
+    size_t i;
+
+    if (!r) {
+        if (reader && reader->close)
+            reader->close(reader->opaque);
+        if (err) {
+            memset(err, 0, sizeof *err);
+            err->code = CKPT_E_NOMEM;
+            err->offset = -1;
+            strcpy(err->message, "out of memory for a scan report");
+        }
+        return NULL;
+    }
+    if (opt)
+        o = *opt;
+    else
+        ckpt_options_init(&o);
+    o.key = NULL;
+    o.skip_tensors = 1; /* every pickle, whatever its tensors look like */
+    o.on_global = on_global;
+    o.on_global_ctx = r;
+    r->flags = flags;
+    r->format = -1;
+    memset(&r->error, 0, sizeof r->error);
+    r->error.offset = -1;
+    if (from == FROM_PATH)
+        f = ckpt_open(path, &o, &r->error);
+    else if (from == FROM_MEMORY)
+        f = ckpt_open_memory(data, size, &o, &r->error);
+    else
+        f = ckpt_open_reader(reader, &o, &r->error);
+    if (f) {
+        ckpt_info info;
+        size_t nn = ckpt_note_count(f);
+        ckpt_get_info(f, &info);
+        r->format = (int)info.format;
+        for (i = 0; i < nn && !r->oom; i++) {
+            const char *note = ckpt_note_at(f, i);
+            if (add_note(r, note ? note : "") != 0)
+                r->oom = 1;
+        }
+        if (info.format == CKPT_FORMAT_TORCHSCRIPT && !r->oom && add_note(r, TS_NOTE) != 0)
+            r->oom = 1;
+        ckpt_close(f);
+    } else {
+        r->failed = 1;
+    }
+    if (r->oom) {
+        ckpt_scan_free(r);
+        if (err) {
+            memset(err, 0, sizeof *err);
+            err->code = CKPT_E_NOMEM;
+            err->offset = -1;
+            strcpy(err->message, "out of memory for a scan report");
+        }
+        return NULL;
+    }
+    classify_all(r);
+    return r;
+}
+
+ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt,
+                                 unsigned flags, ckpt_error *err)
+{
+    return scan_any(FROM_PATH, path, NULL, 0, NULL, opt, flags, err);
+}
+
+ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size,
+                                   const ckpt_options *opt, unsigned flags,
+                                   ckpt_error *err)
+{
+    return scan_any(FROM_MEMORY, NULL, data, size, NULL, opt, flags, err);
+}
+
+ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader, const ckpt_options *opt,
+                                   unsigned flags, ckpt_error *err)
+{
+    return scan_any(FROM_READER, NULL, NULL, 0, reader, opt, flags, err);
+}
+
+void ckpt_scan_free(ckpt_scan_report *r)
+{
+    size_t i;
+    if (!r)
+        return;
+    for (i = 0; i < r->nstrings; i++)
+        free(r->strings[i]);
+    free(r->strings);
+    free(r->items);
+    free(r->notes);
+    free(r);
+}
+
+size_t ckpt_scan_count(const ckpt_scan_report *r) { return r ? r->n : 0; }
+
+const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i)
+{
+    return r && i < r->n ? &r->items[i] : NULL;
+}
+
+size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v)
+{
+    return r && (unsigned)v < 3 ? r->tally[v] : 0;
+}
+
+size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r)
+{
+    return r ? r->called_dangerous : 0;
+}
+
+ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r)
+{
+    if (!r)
+        return CKPT_VERDICT_SAFE;
+    return r->tally[CKPT_VERDICT_DANGEROUS] ? CKPT_VERDICT_DANGEROUS
+           : r->tally[CKPT_VERDICT_UNKNOWN] ? CKPT_VERDICT_UNKNOWN
+                                            : CKPT_VERDICT_SAFE;
+}
+
+int ckpt_scan_flagged(const ckpt_scan_report *r)
+{
+    if (!r)
+        return 0;
+    return r->tally[CKPT_VERDICT_DANGEROUS] > 0 ||
+           ((r->flags & CKPT_SCAN_STRICT) && r->tally[CKPT_VERDICT_UNKNOWN] > 0);
+}
+
+unsigned ckpt_scan_flags(const ckpt_scan_report *r) { return r ? r->flags : 0; }
+
+const ckpt_error *ckpt_scan_error(const ckpt_scan_report *r)
+{
+    return r && r->failed ? &r->error : NULL;
+}
+
+int ckpt_scan_format(const ckpt_scan_report *r) { return r ? r->format : -1; }
+
+size_t ckpt_scan_note_count(const ckpt_scan_report *r) { return r ? r->nnotes : 0; }
+
+const char *ckpt_scan_note_at(const ckpt_scan_report *r, size_t i)
+{
+    return r && i < r->nnotes ? r->notes[i] : NULL;
+}
