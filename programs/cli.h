@@ -183,6 +183,11 @@ int cli_mkdirs(const char *dir);
  * filled (nothing printed). */
 int cli_input_fd(const char *path, int *fd, uint64_t *size, ckpt_error *err);
 
+/* How to open an input: 0, open the path by name; 1, through *rd (for "-",
+ * a reader over cli_input_fd()'s descriptor, closed by the library); -1,
+ * refused (a FIFO, a device, an unreadable stdin) with err filled. */
+int cli_input_reader(const char *path, ckpt_reader *rd, ckpt_error *err);
+
 /* ckpt_open() for a path, or for "-" through cli_input_fd(); a FIFO or a
  * device gets "needs a seekable file".  NULL with err filled (nothing
  * printed) on failure. */

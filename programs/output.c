@@ -563,10 +563,9 @@ int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n)
 
 static void close_reader(void *opaque) { close((int)(intptr_t)opaque); }
 
-ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err)
+int cli_input_reader(const char *path, ckpt_reader *rd, ckpt_error *err)
 {
     struct stat st;
-    ckpt_reader rd;
     int fd;
     uint64_t size;
 
@@ -579,16 +578,25 @@ ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error 
             !S_ISBLK(st.st_mode)) {
             if (cli_input_fd(path, &fd, &size, err) == CLI_OK)
                 close(fd);
-            return NULL;
+            return -1;
         }
-        return ckpt_open(path, opt, err);
+        return 0;
     }
     if (cli_input_fd(path, &fd, &size, err) != CLI_OK)
+        return -1;
+    memset(rd, 0, sizeof *rd);
+    rd->read = cli_pread_reader;
+    rd->close = close_reader;
+    rd->opaque = (void *)(intptr_t)fd;
+    rd->size = size;
+    return 1;
+}
+
+ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error *err)
+{
+    ckpt_reader rd;
+    int r = cli_input_reader(path, &rd, err);
+    if (r < 0)
         return NULL;
-    memset(&rd, 0, sizeof rd);
-    rd.read = cli_pread_reader;
-    rd.close = close_reader;
-    rd.opaque = (void *)(intptr_t)fd;
-    rd.size = size;
-    return ckpt_open_reader(&rd, opt, err);
+    return r ? ckpt_open_reader(&rd, opt, err) : ckpt_open(path, opt, err);
 }
