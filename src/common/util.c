@@ -3,7 +3,7 @@
  * hash map, dtype facts and growable arrays.
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS, MADV_HUGEPAGE */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * Limits: opcodes executed, stack + marks, memo entries, every length against
  * the bytes remaining.  No recursion: deep nesting costs heap, not C stack.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * and checks every tensor's extent against its storage.  Reads resolve views
  * and strides here, asking the container for storage bytes.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * from the central directory (local headers carry zeros when the data
  * descriptor flag is set); ZIP64 extra fields replace 0xFFFFFFFF values.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * Every accessor accepts NULL and values of the wrong kind, answering with a
  * neutral result (0, NULL) rather than failing.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
  * Members are located by their headers and read in place: nothing holds the
  * archive in memory.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  */
 #define _FILE_OFFSET_BITS 64
 #define _POSIX_C_SOURCE 200809L
-#include "internal.h"
+#include "../internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
  * Storage data is little-endian.  The element count in the file must equal
  * the one the pickle declared.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <string.h>
 
