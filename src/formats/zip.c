@@ -1,5 +1,6 @@
 /*
- * zip.c - the ZIP container (torch.save since PyTorch 1.6; torch.jit.save).
+ * zip.c - layer 4 (formats): the ZIP container, torch.save since PyTorch 1.6
+ * and torch.jit.save (ops: ck_format_zip).
  *
  *   [local header 30 + name + extra ("FB" padding to 64)] [record bytes] ...
  *   [central directory: 46 + name + extra + comment per record]
@@ -12,7 +13,7 @@
  * from the central directory (local headers carry zeros when the data
  * descriptor flag is set); ZIP64 extra fields replace 0xFFFFFFFF values.
  */
-#include "../internal.h"
+#include "formats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,16 @@
 #include <zlib.h>
 
 /* Inflate state: where one pass over a deflated record has got to. */
+typedef struct ck_zip_entry {
+    const char *name;
+    size_t name_len;
+    uint64_t comp_size, size, local_off, data_off;
+    uint32_t crc;
+    uint16_t method, flags;
+    int64_t cd_pos;
+} ck_zip_entry;
+
+typedef struct ck_inflater ck_inflater;
 struct ck_inflater {
     mtx_t lock;            /* the file's cursor: one reader at a time */
     z_stream zs;
@@ -29,6 +40,19 @@ struct ck_inflater {
     uint64_t in_pos, out_pos;
     uint8_t in[1 << 16], tmp[1 << 16];
 };
+
+
+/* The archive's index (ckpt_file.fmt_state). */
+typedef struct zip_index {
+    ck_zip_entry *zip;
+    size_t nzip;
+    ck_map zip_names;
+    size_t *zip_storage;  /* per record: storage index + 1, 0 none */
+    size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
+    size_t nzip_data_num;
+    ck_inflater *inflater; /* when records are deflated: sequential reads resume */
+} zip_index;
+#define ZI(f) ((zip_index *)(f)->fmt_state)
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -117,8 +141,8 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                        (unsigned long long)cd_size, (unsigned long long)entries);
     if (entries == 0) return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "ZIP archive is empty");
 
-    f->zip = calloc((size_t)entries, sizeof *f->zip);
-    if (!f->zip) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ZI(f)->zip = calloc((size_t)entries, sizeof *ZI(f)->zip);
+    if (!ZI(f)->zip) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     ck_window w = {.src = &f->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
     int rc = -1;
@@ -130,7 +154,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                     (unsigned long long)i);
             goto out;
         }
-        ck_zip_entry *z = &f->zip[i];
+        ck_zip_entry *z = &ZI(f)->zip[i];
         z->cd_pos = (int64_t)p;
         z->flags = ck_le16(h + 8);
         z->method = ck_le16(h + 10);
@@ -196,20 +220,20 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
             goto out;
         }
         p += total;
-        f->nzip++;
-        if (z->method == 8 && !f->inflater) {
+        ZI(f)->nzip++;
+        if (z->method == 8 && !ZI(f)->inflater) {
             ck_inflater *st = calloc(1, sizeof *st);
             if (!st || mtx_init(&st->lock, mtx_plain) != thrd_success) {
                 free(st);
                 ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
                 goto out;
             }
-            f->inflater = st;
+            ZI(f)->inflater = st;
         }
     }
     /* local headers: where each record's bytes start */
-    for (size_t i = 0; i < f->nzip; i++) {
-        ck_zip_entry *z = &f->zip[i];
+    for (size_t i = 0; i < ZI(f)->nzip; i++) {
+        ck_zip_entry *z = &ZI(f)->zip[i];
         if (z->local_off > cd_off || cd_off - z->local_off < 30) {
             ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "local header of '%s' lies outside the archive (%llu)",
                     z->name, (unsigned long long)z->local_off);
@@ -252,41 +276,41 @@ static bool data_number(const char *s, size_t n, size_t limit, size_t *num) {
 
 /* Index the records under the root folder by their name below it. */
 static int index_records(ckpt_file *f, ckpt_error *err) {
-    const char *first = f->zip[0].name;
-    const char *slash = memchr(first, '/', f->zip[0].name_len);
+    const char *first = ZI(f)->zip[0].name;
+    const char *slash = memchr(first, '/', ZI(f)->zip[0].name_len);
     if (!slash)
-        return ck_fail(err, CKPT_E_FORMAT, f->zip[0].cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[0].cd_pos,
                        "ZIP record '%s' is not inside a root folder: not a torch.save archive", first);
     size_t rn = (size_t)(slash - first);
     f->root_name = ck_strndup(&f->arena, first, rn);
     if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    f->zip_data_num = calloc(f->nzip, sizeof *f->zip_data_num);
-    if (!f->zip_data_num) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    f->nzip_data_num = f->nzip;
-    for (size_t i = 0; i < f->nzip; i++) {
+    ZI(f)->zip_data_num = calloc(ZI(f)->nzip, sizeof *ZI(f)->zip_data_num);
+    if (!ZI(f)->zip_data_num) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ZI(f)->nzip_data_num = ZI(f)->nzip;
+    for (size_t i = 0; i < ZI(f)->nzip; i++) {
         size_t rest;
-        const char *r = strip_root(f->zip[i].name, f->zip[i].name_len, f->root_name, rn, &rest);
+        const char *r = strip_root(ZI(f)->zip[i].name, ZI(f)->zip[i].name_len, f->root_name, rn, &rest);
         if (!r) continue;
         size_t num;
-        if (data_number(r, rest, f->nzip_data_num, &num)) { /* the common case, kept out of the hash map */
-            if (f->zip_data_num[num])
-                return ck_fail(err, CKPT_E_FORMAT, f->zip[i].cd_pos, "ZIP record '%s' appears twice", f->zip[i].name);
-            f->zip_data_num[num] = i + 1;
+        if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) { /* the common case, kept out of the hash map */
+            if (ZI(f)->zip_data_num[num])
+                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[i].cd_pos, "ZIP record '%s' appears twice", ZI(f)->zip[i].name);
+            ZI(f)->zip_data_num[num] = i + 1;
             continue;
         }
-        if (ck_map_get(&f->zip_names, r, rest, NULL))
-            return ck_fail(err, CKPT_E_FORMAT, f->zip[i].cd_pos, "ZIP record '%s' appears twice",
-                           f->zip[i].name);
-        if (ck_map_put(&f->zip_names, r, rest, i)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (ck_map_get(&ZI(f)->zip_names, r, rest, NULL))
+            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[i].cd_pos, "ZIP record '%s' appears twice",
+                           ZI(f)->zip[i].name);
+        if (ck_map_put(&ZI(f)->zip_names, r, rest, i)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
     return 0;
 }
 
 static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
     size_t i, n = strlen(name);
-    if (data_number(name, n, f->nzip_data_num, &i)) return f->zip_data_num[i] ? &f->zip[f->zip_data_num[i] - 1] : NULL;
-    if (!ck_map_get(&f->zip_names, name, n, &i)) return NULL;
-    return &f->zip[i];
+    if (data_number(name, n, ZI(f)->nzip_data_num, &i)) return ZI(f)->zip_data_num[i] ? &ZI(f)->zip[ZI(f)->zip_data_num[i] - 1] : NULL;
+    if (!ck_map_get(&ZI(f)->zip_names, name, n, &i)) return NULL;
+    return &ZI(f)->zip[i];
 }
 
 /* Inflate a deflated record: copy bytes [off, off+n) of its output. */
@@ -376,7 +400,7 @@ static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t
 /* Plain reads share the file's cursor. */
 static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
                          ckpt_error *err) {
-    ck_inflater *st = f->inflater;
+    ck_inflater *st = ZI(f)->inflater;
     if (!st) return inflate_range_crc(f, z, off, out, n, NULL, err);
     if (mtx_lock(&st->lock) != thrd_success) return ck_fail(err, CKPT_E_IO, -1, "cannot lock the inflate cursor");
     int rc = inflate_from(f, st, z, off, out, n, NULL, err);
@@ -384,202 +408,53 @@ static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off
     return rc;
 }
 
-void ck_inflater_free(ck_inflater *st) {
+static void ck_inflater_free(ck_inflater *st) {
     if (!st) return;
     inflater_end(st);
     mtx_destroy(&st->lock);
     free(st);
 }
 
-int ck_storage_bytes(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
-                     ckpt_error *err) {
-    while (s->root >= 0) {
-        off += s->view_off;
-        s = &f->storages[s->root];
-    }
-    if (off > s->pub.nbytes || n > s->pub.nbytes - off)
-        return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pkey);
-    if (f->zip && s->method == 8) return inflate_range(f, &f->zip[s->zip_index], off, buf, n, err);
+static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                            ckpt_error *err) {
+    if (s->method == 8) return inflate_range(f, &ZI(f)->zip[s->zip_index], off, buf, n, err);
     return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
 }
 
-/* Parse ('storage', StorageClass, key, location, numel[, view]) into its
- * parts, shared by ZIP and the legacy stream. */
-typedef struct storage_pid {
-    ckpt_value *cls;
-    char key[64];
-    size_t klen;
-    int64_t numel;
-    ckpt_value *view;
-} storage_pid;
-
-static int key_text(const ckpt_value *v, char *buf, size_t cap, size_t *n) {
-    if (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) {
-        if (v->u.s.n >= cap) return -1;
-        memcpy(buf, v->u.s.p, v->u.s.n);
-        buf[v->u.s.n] = 0;
-        *n = v->u.s.n;
+/* A storage is its record: index by record, no key map. */
+static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
+                    size_t *idx, bool *created, ckpt_error *err) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%.*s", (const char *)ud, (int)klen, key);
+    const ck_zip_entry *z = record(f, name);
+    if (!z) return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
+    size_t zi = (size_t)(z - ZI(f)->zip);
+    if (!ZI(f)->zip_storage && !(ZI(f)->zip_storage = calloc(ZI(f)->nzip, sizeof *ZI(f)->zip_storage)))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    *created = ZI(f)->zip_storage[zi] == 0;
+    if (!*created) {
+        *idx = ZI(f)->zip_storage[zi] - 1;
         return 0;
     }
-    if (v->kind == CKPT_V_INT) {
-        int k = snprintf(buf, cap, "%lld", (long long)v->u.i);
-        *n = (size_t)k;
-        return 0;
-    }
-    return -1;
-}
-
-static bool is_text(const ckpt_value *v, const char *s) {
-    return v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) && strlen(s) == v->u.s.n &&
-           memcmp(v->u.s.p, s, v->u.s.n) == 0;
-}
-
-static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out, ckpt_error *err) {
-    if (pid->kind != CKPT_V_TUPLE || pid->u.seq.n < 5 || !is_text(pid->u.seq.v[0], "storage"))
-        return ck_fail(err, CKPT_E_PICKLE, pos, "persistent id is not a storage reference");
-    ckpt_value **a = pid->u.seq.v;
-    if (a[1]->kind != CKPT_V_GLOBAL || a[1]->gid != G_STORAGE_CLASS)
-        return ck_fail(err, CKPT_E_UNSUPPORTED, pos, "unknown storage class %s",
-                       a[1]->kind == CKPT_V_GLOBAL ? a[1]->cls : ckpt_kind_name((ckpt_kind)a[1]->kind));
-    out->cls = a[1];
-    if (key_text(a[2], out->key, sizeof out->key, &out->klen))
-        return ck_fail(err, CKPT_E_PICKLE, pos, "storage key is not a short string");
-    if (!ck_as_int(a[4], &out->numel) || out->numel < 0)
-        return ck_fail(err, CKPT_E_PICKLE, pos, "storage size is not a non-negative integer");
-    out->view = NULL;
-    if (legacy) {
-        if (pid->u.seq.n != 6)
-            return ck_fail(err, CKPT_E_PICKLE, pos, "legacy storage id has %zu fields, not 6", pid->u.seq.n);
-        if (a[5]->kind != CKPT_V_NONE) out->view = a[5];
-    } else if (pid->u.seq.n != 5) {
-        return ck_fail(err, CKPT_E_PICKLE, pos, "storage id has %zu fields, not 5", pid->u.seq.n);
-    }
+    CK_TRY(ck_storage_new(f, key, klen, idx, err));
+    ZI(f)->zip_storage[zi] = *idx + 1;
+    if (z->size < nbytes)
+        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
+                       z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
+    ck_storage *s = &f->storages[*idx];
+    s->data_off = z->data_off;
+    s->comp_size = z->comp_size;
+    s->crc = z->crc;
+    s->method = z->method;
+    s->zip_index = zi;
+    s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
+    s->resolved = true;
     return 0;
-}
-
-static int storage_size(ckpt_file *f, ckpt_dtype dt, int64_t numel, int64_t pos, uint64_t *nbytes,
-                        ckpt_error *err) {
-    if (ck_mul_ovf((uint64_t)numel, ck_dtype_size(dt), nbytes))
-        return ck_fail(err, CKPT_E_LIMIT, pos, "storage size overflows");
-    if (*nbytes > f->src.size && !f->zip) /* ZIP: checked against its record below */
-        return ck_fail(err, CKPT_E_FORMAT, pos, "storage of %llu bytes is larger than the file (%llu)",
-                       (unsigned long long)*nbytes, (unsigned long long)f->src.size);
-    return 0;
-}
-
-static ckpt_value *storage_value(ckpt_file *f, size_t idx, ckpt_error *err) {
-    ckpt_value *v = ck_new(f, CKPT_V_STORAGE);
-    if (!v) {
-        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        return NULL;
-    }
-    v->u.storage = idx;
-    return v;
-}
-
-ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy, const char *prefix,
-                           ckpt_error *err) {
-    if (legacy && pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 2 && is_text(pid->u.seq.v[0], "module"))
-        return pid->u.seq.v[1]; /* the module's class, source is not checked */
-    storage_pid p;
-    if (parse_pid(pid, pos, legacy, &p, err)) return NULL;
-    ckpt_dtype dt = (ckpt_dtype)p.cls->dtype;
-    uint64_t nbytes;
-    if (storage_size(f, dt, p.numel, pos, &nbytes, err)) return NULL;
-    size_t idx;
-    bool created;
-    const ck_zip_entry *z = NULL;
-    if (!legacy) {
-        /* ZIP: a storage is its record; index by record, no key map */
-        char name[96];
-        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "data/", p.key);
-        z = record(f, name);
-        if (!z) {
-            ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
-            return NULL;
-        }
-        size_t zi = (size_t)(z - f->zip);
-        if (!f->zip_storage && !(f->zip_storage = calloc(f->nzip, sizeof *f->zip_storage))) {
-            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-            return NULL;
-        }
-        created = f->zip_storage[zi] == 0;
-        if (created) {
-            if (ck_storage_new(f, p.key, p.klen, &idx, err)) return NULL;
-            f->zip_storage[zi] = idx + 1;
-        } else {
-            idx = f->zip_storage[zi] - 1;
-        }
-    } else if (ck_storage_get(f, p.key, p.klen, &idx, &created, err)) {
-        return NULL;
-    }
-    ck_storage *s = &f->storages[idx];
-    if (created) {
-        s->pub.dtype = dt;
-        s->untyped = p.cls->untyped;
-        s->declared = (uint64_t)p.numel;
-        s->decl_pos = pos;
-        s->pub.nbytes = nbytes;
-        if (z) {
-            if (z->size < nbytes) {
-                ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
-                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
-                return NULL;
-            }
-            s->data_off = z->data_off;
-            s->comp_size = z->comp_size;
-            s->crc = z->crc;
-            s->method = z->method;
-            s->zip_index = (size_t)(z - f->zip);
-            s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
-            s->resolved = true;
-        }
-    } else if (s->declared != (uint64_t)p.numel && s->root < 0) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "storage '%s' declared with %lld elements, earlier with %llu",
-                p.key, (long long)p.numel, (unsigned long long)s->declared);
-        return NULL;
-    }
-    if (!p.view) return storage_value(f, idx, err);
-    /* legacy view: (view_key, offset, size) in elements of the root */
-    ckpt_value *vm = p.view;
-    int64_t voff, vsize;
-    char vkey[64];
-    size_t vklen;
-    if (vm->kind != CKPT_V_TUPLE || vm->u.seq.n != 3 || key_text(vm->u.seq.v[0], vkey, sizeof vkey, &vklen) ||
-        !ck_as_int(vm->u.seq.v[1], &voff) || !ck_as_int(vm->u.seq.v[2], &vsize) || voff < 0 || vsize < 0) {
-        ck_fail(err, CKPT_E_PICKLE, pos, "bad storage view metadata");
-        return NULL;
-    }
-    if ((uint64_t)voff > s->declared || (uint64_t)vsize > s->declared - (uint64_t)voff) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "storage view [%lld, +%lld) lies outside storage '%s' of %llu elements",
-                (long long)voff, (long long)vsize, p.key, (unsigned long long)s->declared);
-        return NULL;
-    }
-    size_t root = idx, vidx;
-    if (ck_storage_get(f, vkey, vklen, &vidx, &created, err)) return NULL;
-    ck_storage *vs = &f->storages[vidx];
-    s = &f->storages[root];
-    if (created) {
-        if (vidx == root) {
-            ck_fail(err, CKPT_E_FORMAT, pos, "storage view '%s' is its own root", vkey);
-            return NULL;
-        }
-        size_t es = ck_dtype_size(s->pub.dtype);
-        vs->pub.dtype = s->pub.dtype;
-        vs->root = (int64_t)root;
-        vs->view_off = (uint64_t)voff * es;
-        vs->pub.nbytes = (uint64_t)vsize * es;
-        vs->declared = (uint64_t)vsize;
-        vs->decl_pos = pos;
-    } else if (vs->root != (int64_t)root) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "storage view '%s' reused with another root", vkey);
-        return NULL;
-    }
-    return storage_value(f, vidx, err);
 }
 
 static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
-    return ck_storage_pid(f, pid, pos, false, ud ? (const char *)ud : "data/", err);
+    ck_storage_binder b = {zip_bind, ud ? ud : (void *)"data/"};
+    return ck_storage_pid(f, pid, pos, false, &b, err);
 }
 
 /* Read a small text record (version, byteorder). */
@@ -593,15 +468,14 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 }
 
 /* Run the pickle stored in a record (stored in place, or inflated). */
-static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
-                      ckpt_value *(*pl)(ckpt_file *, void *, ckpt_value *, int64_t, ckpt_error *),
-                      void *ud, ckpt_value **out, ckpt_error *err) {
+static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl, void *ud,
+                      ckpt_value **out, ckpt_error *err) {
     if (z->size > f->opt.max_pickle_bytes)
         return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu)", label,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;
-    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label, .persistent_load = pl, .ud = ud};
+    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
     if (z->method == 0 && f->src.map) {
         in.buf = f->src.map + z->data_off;
         in.base = (int64_t)z->data_off;
@@ -623,8 +497,8 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label,
         if (z->method == 0) in.base = (int64_t)z->data_off;
     }
     size_t used = 0;
-    int r = ck_pickle_run(f, &in, out, &used, err);
-    if (r == 0 && used < z->size) r = ck_note(f, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
+    if (r == 0 && used < z->size) r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
     if (buf) ck_mem_release(&f->arena, z->size);
     free(buf);
     return r == 0 ? 0 : -1;
@@ -637,11 +511,9 @@ static int zip_open(ckpt_file *f, ckpt_error *err);
 /* When a ZIP fails to open, damage is the likeliest cause: if a record the
  * open read (the pickles, version, byteorder) fails its CRC, say so instead
  * of reporting what the damaged bytes looked like.  Always returns -1. */
-int ck_zip_open(ckpt_file *f, ckpt_error *err) { return zip_open(f, err); }
-
-int ck_zip_blame_damage(ckpt_file *f, ckpt_error *err) {
-    if (!f->nzip || !f->root_name || !f->root_name[0] || (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
-        return -1;
+static void zip_blame(ckpt_file *f, ckpt_error *err) {
+    if (!ZI(f) || !ZI(f)->nzip || !f->root_name || !f->root_name[0] || (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
+        return;
     static const char *const read_at_open[] = {"data.pkl", "constants.pkl", "version", ".data/version", "byteorder"};
     for (size_t i = 0; i < sizeof read_at_open / sizeof read_at_open[0]; i++) {
         const ck_zip_entry *z = record(f, read_at_open[i]);
@@ -650,14 +522,17 @@ int ck_zip_blame_damage(ckpt_file *f, ckpt_error *err) {
         ckpt_error e2;
         if ((z->method == 8 ? crc_deflated(f, z, &crc, &e2) : crc_record(f, z, &crc, &e2)) != 0) continue;
         if (crc != z->crc)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
-                           z->name, z->crc, crc);
+        {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
+                    z->name, z->crc, crc);
+            return;
+        }
     }
-    return -1;
 }
 
 static int zip_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_ZIP;
+    if (!(f->fmt_state = calloc(1, sizeof(zip_index)))) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     CK_TRY(parse_central(f, err));
     CK_TRY(index_records(f, err));
     const ck_zip_entry *pkl = record(f, "data.pkl");
@@ -736,10 +611,10 @@ static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc
     return rc;
 }
 
-int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
+static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
     char line[400];
-    for (size_t i = 0; i < f->nzip; i++) {
-        const ck_zip_entry *z = &f->zip[i];
+    for (size_t i = 0; i < ZI(f)->nzip; i++) {
+        const ck_zip_entry *z = &ZI(f)->zip[i];
         uint8_t h[30];
         CK_TRY(ck_read(&f->src, z->local_off, h, 30, "local header", err));
         uint16_t nlen = ck_le16(h + 26);
@@ -788,3 +663,22 @@ int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *
     }
     return 0;
 }
+
+static void zip_close(ckpt_file *f) {
+    zip_index *zi = ZI(f);
+    if (!zi) return;
+    ck_map_free(&zi->zip_names);
+    free(zi->zip);
+    free(zi->zip_storage);
+    free(zi->zip_data_num);
+    ck_inflater_free(zi->inflater);
+    free(zi);
+    f->fmt_state = NULL;
+}
+
+static int zip_bid(const uint8_t *head, size_t n, uint64_t size) {
+    (void)size;
+    return n >= 4 && ck_le32(head) == SIG_LOCAL;
+}
+
+const ck_format ck_format_zip = {"zip", zip_bid, zip_open, zip_storage_read, zip_verify, zip_blame, zip_close};
