@@ -18,10 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
+#include <pthread.h>
 #include <zlib.h>
 
-/* Inflate state: where one pass over a deflated record has got to. */
 typedef struct ck_zip_entry {
     const char *name;
     size_t name_len;
@@ -31,16 +30,17 @@ typedef struct ck_zip_entry {
     int64_t cd_pos;
 } ck_zip_entry;
 
+/* Inflate state: where one pass over a deflated record has got to.  One per
+ * file (guarded by its mutex), and one per read that finds it busy. */
 typedef struct ck_inflater ck_inflater;
 struct ck_inflater {
-    mtx_t lock;            /* the file's cursor: one reader at a time */
+    pthread_mutex_t lock;  /* the file's cursor: one reader at a time */
     z_stream zs;
     bool live;             /* zs is initialised */
     const ck_zip_entry *z; /* the record it is inflating */
     uint64_t in_pos, out_pos;
     uint8_t in[1 << 16], tmp[1 << 16];
 };
-
 
 /* The archive's index (ckpt_file.fmt_state). */
 typedef struct zip_index {
@@ -223,7 +223,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
         ZI(f)->nzip++;
         if (z->method == 8 && !ZI(f)->inflater) {
             ck_inflater *st = calloc(1, sizeof *st);
-            if (!st || mtx_init(&st->lock, mtx_plain) != thrd_success) {
+            if (!st || pthread_mutex_init(&st->lock, NULL) != 0) {
                 free(st);
                 ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
                 goto out;
@@ -397,21 +397,26 @@ static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t
     return rc;
 }
 
-/* Plain reads share the file's cursor. */
+/* Plain reads: the file's cursor when no other thread holds it (so that a
+ * reader's sequential chunked reads of a record resume instead of
+ * restarting), else a cursor of their own (so that threads never wait for
+ * each other).  The cursor is only touched with its mutex held.  Measured
+ * on 8 x 1 MiB deflated tensors, 2 cores: a cursor per read made chunked
+ * sequential reads 5-7x slower (each chunk inflates from the record's
+ * start); one locked cursor made 8 threads wait in turn. */
 static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
                          ckpt_error *err) {
     ck_inflater *st = ZI(f)->inflater;
-    if (!st) return inflate_range_crc(f, z, off, out, n, NULL, err);
-    if (mtx_lock(&st->lock) != thrd_success) return ck_fail(err, CKPT_E_IO, -1, "cannot lock the inflate cursor");
+    if (!st || pthread_mutex_trylock(&st->lock) != 0) return inflate_range_crc(f, z, off, out, n, NULL, err);
     int rc = inflate_from(f, st, z, off, out, n, NULL, err);
-    mtx_unlock(&st->lock);
+    pthread_mutex_unlock(&st->lock);
     return rc;
 }
 
 static void ck_inflater_free(ck_inflater *st) {
     if (!st) return;
     inflater_end(st);
-    mtx_destroy(&st->lock);
+    pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
