@@ -42,8 +42,9 @@ static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_
 
 /* Touch values through the public accessors, at most `budget` of them. */
 static void touch(const ckpt_value *v, unsigned depth, unsigned *budget) {
-    if (!v || depth > 64 || *budget == 0) return;
-    (*budget)--;
+    if (*budget == 0) return;
+    (*budget)--; /* every call counts, even one that goes no deeper */
+    if (!v || depth > 64) return;
     size_t n = 0;
     const char *t = ckpt_value_text(v, &n);
     if (t && t[n] != 0) fuzz_die("text value not NUL-terminated", NULL);
