@@ -1,34 +1,24 @@
 /*
- * zip.c - layer 4 (formats): the ZIP container, torch.save since PyTorch 1.6
- * and torch.jit.save (ops: ck_format_zip).
+ * zip.c - layer 4 (formats): a plain ZIP reader.  The end records (with
+ * ZIP64), the central directory, local headers, stored and deflated records
+ * read by (offset, length) through a byte source, CRCs.  It knows nothing of
+ * torch: torch_zip.c reads torch's archive layout through it.
  *
- *   [local header 30 + name + extra ("FB" padding to 64)] [record bytes] ...
+ *   [local header 30 + name + extra] [record bytes] ...
  *   [central directory: 46 + name + extra + comment per record]
  *   [ZIP64 end record 56] [ZIP64 locator 20] [end record 22 + comment]
  *
- * Every record sits under one root folder, named after the file or
- * "archive"; torch takes it from the first central directory entry, and so do
- * we.  Records: data.pkl (the object), data/<key> (one per storage), version,
- * byteorder ("little"/"big"), constants.pkl (TorchScript).  Sizes are read
- * from the central directory (local headers carry zeros when the data
- * descriptor flag is set); ZIP64 extra fields replace 0xFFFFFFFF values.
+ * Sizes are read from the central directory (local headers carry zeros when
+ * the data descriptor flag is set); ZIP64 extra fields replace 0xFFFFFFFF
+ * values.  Every offset and size is checked against the archive.
  */
-#include "formats.h"
+#include "zip.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <zlib.h>
-
-typedef struct ck_zip_entry {
-    const char *name;
-    size_t name_len;
-    uint64_t comp_size, size, local_off, data_off;
-    uint32_t crc;
-    uint16_t method, flags;
-    int64_t cd_pos;
-} ck_zip_entry;
 
 /* Inflate state: where one pass over a deflated record has got to.  One per
  * file (guarded by its mutex), and one per read that finds it busy. */
@@ -42,17 +32,6 @@ struct ck_inflater {
     uint8_t in[1 << 16], tmp[1 << 16];
 };
 
-/* The archive's index (ckpt_file.fmt_state). */
-typedef struct zip_index {
-    ck_zip_entry *zip;
-    size_t nzip;
-    ck_map zip_names;
-    size_t *zip_storage;  /* per record: storage index + 1, 0 none */
-    size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
-    size_t nzip_data_num;
-    ck_inflater *inflater; /* when records are deflated: sequential reads resume */
-} zip_index;
-#define ZI(f) ((zip_index *)(f)->fmt_state)
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -60,13 +39,13 @@ typedef struct zip_index {
 #define SIG_EOCD64 0x06064b50u
 #define SIG_LOC64 0x07064b50u
 
-static int find_eocd(ckpt_file *f, uint64_t *pos, uint8_t eocd[22], ckpt_error *err) {
-    uint64_t size = f->src.size;
+static int find_eocd(ck_zip *a, uint64_t *pos, uint8_t eocd[22], ckpt_error *err) {
+    uint64_t size = a->src->size;
     if (size < 22) return ck_fail(err, CKPT_E_FORMAT, 0, "ZIP too short for an end of central directory record");
     uint64_t tail = size < 65557 ? size : 65557;
     uint8_t *buf = malloc((size_t)tail);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    if (ck_read(&f->src, size - tail, buf, (size_t)tail, "ZIP end record", err)) {
+    if (ck_read(a->src, size - tail, buf, (size_t)tail, "ZIP end record", err)) {
         free(buf);
         return -1;
     }
@@ -84,18 +63,11 @@ static int find_eocd(ckpt_file *f, uint64_t *pos, uint8_t eocd[22], ckpt_error *
     return ck_fail(err, CKPT_E_FORMAT, (int64_t)size, "ZIP end of central directory record not found");
 }
 
-/* Does a record name start with the root folder?  Returns the rest. */
-static const char *strip_root(const char *name, size_t n, const char *root, size_t rn,
-                              size_t *rest) {
-    if (n <= rn || memcmp(name, root, rn) != 0 || name[rn] != '/') return NULL;
-    *rest = n - rn - 1;
-    return name + rn + 1;
-}
 
-static int parse_central(ckpt_file *f, ckpt_error *err) {
+int ck_zip_index(ck_zip *a, ckpt_error *err) {
     uint8_t e[22] = {0};
     uint64_t eocd_pos = 0;
-    CK_TRY(find_eocd(f, &eocd_pos, e, err));
+    CK_TRY(find_eocd(a, &eocd_pos, e, err));
     uint64_t entries = ck_le16(e + 10), cd_size = ck_le32(e + 12), cd_off = ck_le32(e + 16);
     if (ck_le16(e + 4) != 0 || ck_le16(e + 6) != 0)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "multi-disk ZIP archives are not supported");
@@ -103,7 +75,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
     uint64_t dir_end = eocd_pos; /* the directory must end before this */
     if (eocd_pos >= 20) {
         uint8_t loc[20];
-        CK_TRY(ck_read(&f->src, eocd_pos - 20, loc, 20, "ZIP64 locator", err));
+        CK_TRY(ck_read(a->src, eocd_pos - 20, loc, 20, "ZIP64 locator", err));
         if (ck_le32(loc) == SIG_LOC64) {
             uint64_t z_off = ck_le64(loc + 8);
             uint8_t z[56];
@@ -111,7 +83,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos - 20,
                                "ZIP64 locator points outside the archive (%llu)",
                                (unsigned long long)z_off);
-            CK_TRY(ck_read(&f->src, z_off, z, 56, "ZIP64 end record", err));
+            CK_TRY(ck_read(a->src, z_off, z, 56, "ZIP64 end record", err));
             if (ck_le32(z) != SIG_EOCD64)
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)z_off, "bad ZIP64 end record signature");
             uint64_t e64 = ck_le64(z + 32), s64 = ck_le64(z + 40), o64 = ck_le64(z + 48);
@@ -132,18 +104,18 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
                        "central directory (%llu bytes at %llu) lies outside the archive",
                        (unsigned long long)cd_size, (unsigned long long)cd_off);
-    if (entries > f->opt.max_entries)
+    if (entries > a->max_entries)
         return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos, "ZIP has %llu records (limit %u)",
-                       (unsigned long long)entries, f->opt.max_entries);
+                       (unsigned long long)entries, a->max_entries);
     if (entries * 46 > cd_size)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
                        "central directory of %llu bytes cannot hold %llu records",
                        (unsigned long long)cd_size, (unsigned long long)entries);
     if (entries == 0) return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "ZIP archive is empty");
 
-    ZI(f)->zip = calloc((size_t)entries, sizeof *ZI(f)->zip);
-    if (!ZI(f)->zip) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    ck_window w = {.src = &f->src};
+    a->e = calloc((size_t)entries, sizeof *a->e);
+    if (!a->e) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ck_window w = {.src = a->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
     int rc = -1;
     for (uint64_t i = 0; i < entries; i++) {
@@ -154,7 +126,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
                     (unsigned long long)i);
             goto out;
         }
-        ck_zip_entry *z = &ZI(f)->zip[i];
+        ck_zip_entry *z = &a->e[i];
         z->cd_pos = (int64_t)p;
         z->flags = ck_le16(h + 8);
         z->method = ck_le16(h + 10);
@@ -171,7 +143,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
         }
         h = ck_win(&w, p, (size_t)total, "central directory", err);
         if (!h) goto out;
-        z->name = ck_strndup(&f->arena, (const char *)h + 46, nlen);
+        z->name = ck_strndup(a->arena, (const char *)h + 46, nlen);
         if (!z->name) {
             ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             goto out;
@@ -212,7 +184,7 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
             goto out;
         }
         /* deflate expands at most 1032:1: a larger declared size is a lie that
-         * would size buffers (data.pkl, strided reads) beyond any real data */
+         * would size buffers (whole records, strided reads) beyond any real data */
         if (z->method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 && z->size > (z->comp_size + 1) * 1032) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes can hold",
@@ -220,20 +192,20 @@ static int parse_central(ckpt_file *f, ckpt_error *err) {
             goto out;
         }
         p += total;
-        ZI(f)->nzip++;
-        if (z->method == 8 && !ZI(f)->inflater) {
+        a->n++;
+        if (z->method == 8 && !a->inflater) {
             ck_inflater *st = calloc(1, sizeof *st);
             if (!st || pthread_mutex_init(&st->lock, NULL) != 0) {
                 free(st);
                 ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
                 goto out;
             }
-            ZI(f)->inflater = st;
+            a->inflater = st;
         }
     }
     /* local headers: where each record's bytes start */
-    for (size_t i = 0; i < ZI(f)->nzip; i++) {
-        ck_zip_entry *z = &ZI(f)->zip[i];
+    for (size_t i = 0; i < a->n; i++) {
+        ck_zip_entry *z = &a->e[i];
         if (z->local_off > cd_off || cd_off - z->local_off < 30) {
             ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "local header of '%s' lies outside the archive (%llu)",
                     z->name, (unsigned long long)z->local_off);
@@ -260,63 +232,10 @@ out:
     return rc;
 }
 
-/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
- * records, looked up by number rather than hashed. */
-static bool data_number(const char *s, size_t n, size_t limit, size_t *num) {
-    if (n < 6 || memcmp(s, "data/", 5) != 0 || (s[5] == '0' && n > 6) || n - 5 > 18) return false;
-    uint64_t v = 0;
-    for (size_t i = 5; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    if (v >= limit) return false;
-    *num = (size_t)v;
-    return true;
-}
-
-/* Index the records under the root folder by their name below it. */
-static int index_records(ckpt_file *f, ckpt_error *err) {
-    const char *first = ZI(f)->zip[0].name;
-    const char *slash = memchr(first, '/', ZI(f)->zip[0].name_len);
-    if (!slash)
-        return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[0].cd_pos,
-                       "ZIP record '%s' is not inside a root folder: not a torch.save archive", first);
-    size_t rn = (size_t)(slash - first);
-    f->root_name = ck_strndup(&f->arena, first, rn);
-    if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    ZI(f)->zip_data_num = calloc(ZI(f)->nzip, sizeof *ZI(f)->zip_data_num);
-    if (!ZI(f)->zip_data_num) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    ZI(f)->nzip_data_num = ZI(f)->nzip;
-    for (size_t i = 0; i < ZI(f)->nzip; i++) {
-        size_t rest;
-        const char *r = strip_root(ZI(f)->zip[i].name, ZI(f)->zip[i].name_len, f->root_name, rn, &rest);
-        if (!r) continue;
-        size_t num;
-        if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) { /* the common case, kept out of the hash map */
-            if (ZI(f)->zip_data_num[num])
-                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[i].cd_pos, "ZIP record '%s' appears twice", ZI(f)->zip[i].name);
-            ZI(f)->zip_data_num[num] = i + 1;
-            continue;
-        }
-        if (ck_map_get(&ZI(f)->zip_names, r, rest, NULL))
-            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip[i].cd_pos, "ZIP record '%s' appears twice",
-                           ZI(f)->zip[i].name);
-        if (ck_map_put(&ZI(f)->zip_names, r, rest, i)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    }
-    return 0;
-}
-
-static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
-    size_t i, n = strlen(name);
-    if (data_number(name, n, ZI(f)->nzip_data_num, &i)) return ZI(f)->zip_data_num[i] ? &ZI(f)->zip[ZI(f)->zip_data_num[i] - 1] : NULL;
-    if (!ck_map_get(&ZI(f)->zip_names, name, n, &i)) return NULL;
-    return &ZI(f)->zip[i];
-}
-
 /* Inflate a deflated record: copy bytes [off, off+n) of its output. */
 /* Inflate bytes [off, off+n) of a deflated record into out.  When crc is not
  * NULL it also accumulates the CRC-32 of the bytes before off, which makes
- * inflate_range_crc(f, z, z->size, NULL, 0, &crc, err) one streaming pass. */
+ * inflate_range_crc(a, z, z->size, NULL, 0, &crc, err) one streaming pass. */
 static void inflater_end(ck_inflater *st) {
     if (st->live) inflateEnd(&st->zs);
     st->live = false;
@@ -326,7 +245,7 @@ static void inflater_end(ck_inflater *st) {
 /* Bytes [off, off+n) of the record's output into out, continuing from
  * where st stopped when it is on this record and not past `off` (so that
  * sequential chunked reads cost one pass, not one pass each). */
-static int inflate_from(const ckpt_file *f, ck_inflater *st, const ck_zip_entry *z, uint64_t off, void *out,
+static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z, uint64_t off, void *out,
                         size_t n, uLong *crc, ckpt_error *err) {
     if (!st->live || st->z != z || st->out_pos > off) {
         inflater_end(st);
@@ -347,7 +266,7 @@ static int inflate_from(const ckpt_file *f, ck_inflater *st, const ck_zip_entry 
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' ends early", z->name);
             }
             uint64_t k = z->comp_size - st->in_pos < chunk ? z->comp_size - st->in_pos : chunk;
-            if (ck_read(&f->src, z->data_off + st->in_pos, st->in, (size_t)k, z->name, err)) {
+            if (ck_read(a->src, z->data_off + st->in_pos, st->in, (size_t)k, z->name, err)) {
                 inflater_end(st);
                 return -1;
             }
@@ -386,12 +305,12 @@ static int inflate_from(const ckpt_file *f, ck_inflater *st, const ck_zip_entry 
     return 0;
 }
 
-static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
+static int inflate_range_crc(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
                              uLong *crc, ckpt_error *err) {
     ck_inflater *st = malloc(sizeof *st);
     if (!st) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     st->live = false;
-    int rc = inflate_from(f, st, z, off, out, n, crc, err);
+    int rc = inflate_from(a, st, z, off, out, n, crc, err);
     inflater_end(st);
     free(st);
     return rc;
@@ -404,183 +323,25 @@ static int inflate_range_crc(const ckpt_file *f, const ck_zip_entry *z, uint64_t
  * on 8 x 1 MiB deflated tensors, 2 cores: a cursor per read made chunked
  * sequential reads 5-7x slower (each chunk inflates from the record's
  * start); one locked cursor made 8 threads wait in turn. */
-static int inflate_range(const ckpt_file *f, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
+static int inflate_range(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
                          ckpt_error *err) {
-    ck_inflater *st = ZI(f)->inflater;
-    if (!st || pthread_mutex_trylock(&st->lock) != 0) return inflate_range_crc(f, z, off, out, n, NULL, err);
-    int rc = inflate_from(f, st, z, off, out, n, NULL, err);
+    ck_inflater *st = a->inflater;
+    if (!st || pthread_mutex_trylock(&st->lock) != 0) return inflate_range_crc(a, z, off, out, n, NULL, err);
+    int rc = inflate_from(a, st, z, off, out, n, NULL, err);
     pthread_mutex_unlock(&st->lock);
     return rc;
 }
 
-static void ck_inflater_free(ck_inflater *st) {
+static void inflater_free(ck_inflater *st) {
     if (!st) return;
     inflater_end(st);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
-static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
-                            ckpt_error *err) {
-    if (s->method == 8) return inflate_range(f, &ZI(f)->zip[s->zip_index], off, buf, n, err);
-    return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
-}
 
-/* A storage is its record: index by record, no key map. */
-static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
-                    size_t *idx, bool *created, ckpt_error *err) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%.*s", (const char *)ud, (int)klen, key);
-    const ck_zip_entry *z = record(f, name);
-    if (!z) return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
-    size_t zi = (size_t)(z - ZI(f)->zip);
-    if (!ZI(f)->zip_storage && !(ZI(f)->zip_storage = calloc(ZI(f)->nzip, sizeof *ZI(f)->zip_storage)))
-        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    *created = ZI(f)->zip_storage[zi] == 0;
-    if (!*created) {
-        *idx = ZI(f)->zip_storage[zi] - 1;
-        return 0;
-    }
-    CK_TRY(ck_storage_new(f, key, klen, idx, err));
-    ZI(f)->zip_storage[zi] = *idx + 1;
-    if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
-                       z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
-    ck_storage *s = &f->storages[*idx];
-    s->data_off = z->data_off;
-    s->comp_size = z->comp_size;
-    s->crc = z->crc;
-    s->method = z->method;
-    s->zip_index = zi;
-    s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
-    s->resolved = true;
-    return 0;
-}
 
-static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
-    ck_storage_binder b = {zip_bind, ud ? ud : (void *)"data/"};
-    return ck_storage_pid(f, pid, pos, false, &b, err);
-}
-
-/* Read a small text record (version, byteorder). */
-static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t cap, ckpt_error *err) {
-    buf[0] = 0;
-    if (z->size >= cap) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
-    if (z->method == 8) CK_TRY(inflate_range(f, z, 0, buf, (size_t)z->size, err));
-    else CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
-    buf[z->size] = 0;
-    return 0;
-}
-
-/* Run the pickle stored in a record (stored in place, or inflated). */
-static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl, void *ud,
-                      ckpt_value **out, ckpt_error *err) {
-    if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu)", label,
-                       (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
-    /* the size is known: map it or read it once, never re-parse */
-    uint8_t *buf = NULL;
-    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
-    if (z->method == 0 && f->src.map) {
-        in.buf = f->src.map + z->data_off;
-        in.base = (int64_t)z->data_off;
-    } else {
-        if (ck_mem_charge(&f->arena, z->size)) return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
-        buf = malloc(z->size ? (size_t)z->size : 1);
-        if (!buf) {
-            ck_mem_release(&f->arena, z->size);
-            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        }
-        int r = z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, label, err)
-                               : inflate_range(f, z, 0, buf, (size_t)z->size, err);
-        if (r) {
-            free(buf);
-            ck_mem_release(&f->arena, z->size);
-            return -1;
-        }
-        in.buf = buf;
-        if (z->method == 0) in.base = (int64_t)z->data_off;
-    }
-    size_t used = 0;
-    int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
-    if (r == 0 && used < z->size) r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
-    if (buf) ck_mem_release(&f->arena, z->size);
-    free(buf);
-    return r == 0 ? 0 : -1;
-}
-
-static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
-static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
-static int zip_open(ckpt_file *f, ckpt_error *err);
-
-/* When a ZIP fails to open, damage is the likeliest cause: if a record the
- * open read (the pickles, version, byteorder) fails its CRC, say so instead
- * of reporting what the damaged bytes looked like.  Always returns -1. */
-static void zip_blame(ckpt_file *f, ckpt_error *err) {
-    if (!ZI(f) || !ZI(f)->nzip || !f->root_name || !f->root_name[0] || (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
-        return;
-    static const char *const read_at_open[] = {"data.pkl", "constants.pkl", "version", ".data/version", "byteorder"};
-    for (size_t i = 0; i < sizeof read_at_open / sizeof read_at_open[0]; i++) {
-        const ck_zip_entry *z = record(f, read_at_open[i]);
-        if (!z || z->crc == 0 || z->size > f->opt.max_pickle_bytes) continue;
-        uint32_t crc;
-        ckpt_error e2;
-        if ((z->method == 8 ? crc_deflated(f, z, &crc, &e2) : crc_record(f, z, &crc, &e2)) != 0) continue;
-        if (crc != z->crc)
-        {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
-                    z->name, z->crc, crc);
-            return;
-        }
-    }
-}
-
-static int zip_open(ckpt_file *f, ckpt_error *err) {
-    f->format = CKPT_FORMAT_ZIP;
-    if (!(f->fmt_state = calloc(1, sizeof(zip_index)))) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    CK_TRY(parse_central(f, err));
-    CK_TRY(index_records(f, err));
-    const ck_zip_entry *pkl = record(f, "data.pkl");
-    if (record(f, "constants.pkl")) {
-        f->format = CKPT_FORMAT_TORCHSCRIPT;
-        if (!pkl) return ck_fail(err, CKPT_E_FORMAT, -1, "TorchScript archive has no data.pkl");
-    } else if (!pkl) {
-        return ck_fail(err, CKPT_E_FORMAT, -1, "ZIP archive has no %s/data.pkl: not a torch.save file",
-                       f->root_name);
-    }
-    char buf[64];
-    const ck_zip_entry *ver = record(f, "version");
-    if (!ver) ver = record(f, ".data/version");
-    if (ver) {
-        CK_TRY(small_record(f, ver, buf, sizeof buf, err));
-        size_t n = strcspn(buf, "\r\n");
-        f->version = ck_strndup(&f->arena, buf, n);
-        if (!f->version) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    }
-    const ck_zip_entry *bo = record(f, "byteorder");
-    if (bo) {
-        CK_TRY(small_record(f, bo, buf, sizeof buf, err));
-        size_t n = strcspn(buf, "\r\n");
-        if (n == 3 && memcmp(buf, "big", 3) == 0) f->byteorder = CKPT_BIG;
-        else if (n == 6 && memcmp(buf, "little", 6) == 0) f->byteorder = CKPT_LITTLE;
-        else return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off, "byteorder record says '%.*s'",
-                            (int)(n > 20 ? 20 : n), buf);
-    }
-    if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
-        /* Weights are later work; the pickles are run so that show and scan
-         * see the module graph and every global it names. */
-        const ck_zip_entry *consts = record(f, "constants.pkl");
-        CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
-        ckpt_value *cv;
-        return run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err);
-    }
-    f->pickle_label = "data.pkl";
-    return run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err);
-}
-
-/* ---- verification -------------------------------------------------------- */
-
-static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
     size_t chunk = z->size < (1u << 20) ? (size_t)z->size + 1 : 1u << 20; /* small records: small buffer */
     uint8_t *buf = malloc(chunk);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -588,8 +349,8 @@ static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, 
     int rc = 0;
     for (uint64_t off = 0; off < z->size && rc == 0; off += chunk) {
         size_t n = z->size - off < chunk ? (size_t)(z->size - off) : chunk;
-        if (z->method == 8) rc = inflate_range(f, z, off, buf, n, err); /* restarts: fine for rare deflate */
-        else rc = ck_read(&f->src, z->data_off + off, buf, n, z->name, err);
+        if (z->method == 8) rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
+        else rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
         if (rc == 0) c = crc32(c, buf, (uInt)n);
     }
     free(buf);
@@ -598,37 +359,37 @@ static int crc_record(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, 
 }
 
 /* Deflated records are inflated in one stream for the CRC, not per chunk. */
-static int crc_deflated(const ckpt_file *f, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
     /* big ones in one streaming pass, without a buffer: chunk by chunk would
      * restart inflate each time, and a whole-record buffer would come on
      * top of what a failed open still holds (up to max_memory) */
     if (z->size > ((uint64_t)1 << 20)) {
         uLong c = crc32(0L, Z_NULL, 0);
-        CK_TRY(inflate_range_crc(f, z, z->size, NULL, 0, &c, err));
+        CK_TRY(inflate_range_crc(a, z, z->size, NULL, 0, &c, err));
         *crc = (uint32_t)c;
         return 0;
     }
     uint8_t *buf = malloc(z->size ? (size_t)z->size : 1);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    int rc = inflate_range(f, z, 0, buf, (size_t)z->size, err);
+    int rc = inflate_range(a, z, 0, buf, (size_t)z->size, err);
     if (rc == 0) *crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)z->size);
     free(buf);
     return rc;
 }
 
-static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
+int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
     char line[400];
-    for (size_t i = 0; i < ZI(f)->nzip; i++) {
-        const ck_zip_entry *z = &ZI(f)->zip[i];
+    for (size_t i = 0; i < a->n; i++) {
+        const ck_zip_entry *z = &a->e[i];
         uint8_t h[30];
-        CK_TRY(ck_read(&f->src, z->local_off, h, 30, "local header", err));
+        CK_TRY(ck_read(a->src, z->local_off, h, 30, "local header", err));
         uint16_t nlen = ck_le16(h + 26);
         uint32_t lcrc = ck_le32(h + 14), lcomp = ck_le32(h + 18), lsize = ck_le32(h + 22);
         if (nlen != z->name_len)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header name length differs for %s", z->name);
         char *name = malloc(nlen ? nlen : 1);
         if (!name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        if (ck_read(&f->src, z->local_off + 30, name, nlen, "local header", err)) {
+        if (ck_read(a->src, z->local_off + 30, name, nlen, "local header", err)) {
             free(name);
             return -1;
         }
@@ -644,7 +405,7 @@ static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), vo
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header sizes differ for %s", z->name);
         }
         uint32_t crc;
-        CK_TRY(z->method == 8 ? crc_deflated(f, z, &crc, err) : crc_record(f, z, &crc, err));
+        CK_TRY(z->method == 8 ? ck_zip_crc_deflated(a, z, &crc, err) : ck_zip_crc_stored(a, z, &crc, err));
         if (z->crc == 0 && crc != 0) {
             if (note) {
                 snprintf(line, sizeof line, "no crc recorded for %s", z->name);
@@ -657,9 +418,9 @@ static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), vo
         if (lflags & 8) { /* data descriptor: [sig] crc comp size (32 or 64 bit) */
             uint64_t d = z->data_off + z->comp_size;
             uint8_t dd[24];
-            size_t avail = f->src.size - d < sizeof dd ? (size_t)(f->src.size - d) : sizeof dd;
+            size_t avail = a->src->size - d < sizeof dd ? (size_t)(a->src->size - d) : sizeof dd;
             if (avail >= 12) {
-                CK_TRY(ck_read(&f->src, d, dd, avail, "data descriptor", err));
+                CK_TRY(ck_read(a->src, d, dd, avail, "data descriptor", err));
                 const uint8_t *q = ck_le32(dd) == 0x08074b50u ? dd + 4 : dd;
                 if (ck_le32(q) != z->crc)
                     return ck_fail(err, CKPT_E_FORMAT, (int64_t)d, "data descriptor crc differs for %s", z->name);
@@ -669,21 +430,20 @@ static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), vo
     return 0;
 }
 
-static void zip_close(ckpt_file *f) {
-    zip_index *zi = ZI(f);
-    if (!zi) return;
-    ck_map_free(&zi->zip_names);
-    free(zi->zip);
-    free(zi->zip_storage);
-    free(zi->zip_data_num);
-    ck_inflater_free(zi->inflater);
-    free(zi);
-    f->fmt_state = NULL;
+
+int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n, ckpt_error *err) {
+    if (z->method == 8) return inflate_range(a, z, off, buf, n, err);
+    return ck_read(a->src, z->data_off + off, buf, n, z->name, err);
 }
 
-static int zip_bid(const uint8_t *head, size_t n, uint64_t size) {
-    (void)size;
-    return n >= 4 && ck_le32(head) == SIG_LOCAL;
+int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+    return z->method == 8 ? ck_zip_crc_deflated(a, z, crc, err) : ck_zip_crc_stored(a, z, crc, err);
 }
 
-const ck_format ck_format_zip = {"zip", zip_bid, zip_open, zip_storage_read, zip_verify, zip_blame, zip_close};
+void ck_zip_free(ck_zip *a) {
+    free(a->e);
+    inflater_free(a->inflater);
+    a->e = NULL;
+    a->n = 0;
+    a->inflater = NULL;
+}
