@@ -1,8 +1,9 @@
 /*
- * test_pickle.c - the pickle machine, through plain pickles opened from
- * memory (a file that is only a pickle opens as format "pickle"): every
- * opcode of protocols 0-5, errors with their codes and byte offsets, the
- * limits of ckpt_options, notes and the globals table.
+ * test_plain.c - plain pickles opened from memory through the public API (a
+ * file that is only a pickle opens as format "pickle"): every opcode of
+ * protocols 0-5, errors with their codes and byte offsets, the limits of
+ * ckpt_options (the machine's and the walk's), notes, options.key and the
+ * globals table, end to end.  test_pickle.c drives the machine alone.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
