@@ -30,7 +30,7 @@ typedef struct ck_format {
     void (*close)(ckpt_file *f);
 } ck_format;
 
-extern const ck_format ck_format_zip;    /* zip.c: torch.save since 1.6, torch.jit.save */
+extern const ck_format ck_format_zip;    /* torch_zip.c: torch.save since 1.6, torch.jit.save */
 extern const ck_format ck_format_tar;    /* tar.c: torch.save before 0.1.10 */
 extern const ck_format ck_format_pickle; /* plain.c: a bare pickle, or the legacy stream */
 

@@ -281,7 +281,7 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
         return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit of %llu bytes",
                        (unsigned long long)numel, (unsigned long long)f->opt.max_tensor_bytes);
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
-    if (!t) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
     CK_TRY(ck_add_tdef(f, t, err));
     t->storage = storage;
     t->dtype = dtype;
