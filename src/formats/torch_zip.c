@@ -91,7 +91,7 @@ static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
 
 static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
                             ckpt_error *err) {
-    if (s->method == 8) return ck_zip_read(&ZI(f)->zip, &ZI(f)->zip.e[s->zip_index], off, buf, n, err);
+    if (s->packed) return ck_zip_read(&ZI(f)->zip, &ZI(f)->zip.e[s->rec], off, buf, n, err);
     return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
 }
 
@@ -117,10 +117,8 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
     s->data_off = z->data_off;
-    s->comp_size = z->comp_size;
-    s->crc = z->crc;
-    s->method = z->method;
-    s->zip_index = zi;
+    s->packed = z->method != 0;
+    s->rec = zi;
     s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
     s->resolved = true;
     return 0;

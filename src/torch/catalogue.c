@@ -478,7 +478,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         roff += rs->view_off;
         rs = &f->storages[rs->root];
     }
-    bool stored = rs->method != 8;
+    bool stored = !rs->packed;
     if (f->src.map && stored) {
         base = f->src.map + rs->data_off + roff + span_lo * es;
     } else if (span <= (e1 - e0) * es * 4 + ((uint64_t)1 << 20) || !stored) {

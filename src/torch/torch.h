@@ -57,11 +57,9 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v) { return (ck_tdef *)v->u.
 typedef struct ck_storage {
     ckpt_storage pub;
     const char *pkey;      /* arena copy of the key */
-    uint64_t data_off;     /* where bytes start in the file (when stored) */
-    uint64_t comp_size;    /* ZIP: bytes of the record as stored */
-    uint32_t crc;          /* ZIP: recorded CRC-32 */
-    uint16_t method;       /* ZIP: 0 stored, 8 deflate */
-    size_t zip_index;      /* ZIP: its record */
+    uint64_t data_off;     /* where bytes start in the file (when not packed) */
+    bool packed;           /* compressed: only the container reads them */
+    size_t rec;            /* the container's record of it (ZIP: its entry) */
     bool resolved;         /* data_off/pub.nbytes known */
     bool untyped;          /* UntypedStorage (dtype from the tensor) */
     int64_t root;          /* legacy/tar view: index of the root storage, -1 */
