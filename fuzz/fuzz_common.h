@@ -22,7 +22,7 @@
 
 #define FUZZ_MAX_READ ((uint64_t)1 << 20)
 
-/* The defaults, but max_expansion lowered from 16 Mi to 512 Ki: an input
+/* The defaults, but max_expansion lowered to 32 Ki (1 << 15): an input
  * that drives a walk or the pickle's copies right up to the limit then still
  * runs in well under the fuzzers' 1 s with ASan and coverage (at the default
  * such an input takes ~1.3 s even without them: a walk visit costs ~80 ns,
@@ -50,6 +50,7 @@ static void fuzz_check_error(const ckpt_error *e) {
     if (e->offset < -1) fuzz_die("negative error offset", e->message);
 }
 
+#ifndef FUZZ_MACHINE_ONLY /* fuzz_pickle.c: the pickle machine alone, no ckpt_file */
 typedef struct fuzz_sink {
     uint64_t bytes;
 } fuzz_sink;
@@ -200,6 +201,8 @@ static inline void fuzz_open_copy(const uint8_t *data, size_t size) {
     fuzz_open_and_exercise(file, size, NULL);
     free(file);
 }
+
+#endif
 
 /* A growing byte buffer the targets assemble inputs in; put() returns -1
  * when an allocation fails. */

@@ -2,8 +2,9 @@
  * build.h - builders for hand-made test inputs: a byte buffer, pickle
  * opcodes, torch's persistent ids and tensor rebuilds, a torch-style ZIP
  * writer (stored or deflated records, "FB" padding, data descriptors, ZIP64
- * end records), the legacy stream and ustar TAR members, as
- * /work/shared/docs/formats.md describes them.
+ * end records), the legacy stream and ustar TAR members, laid out as the
+ * header comments of src/formats/zip.c, torch_zip.c, legacy.c and tar.c
+ * draw them.
  *
  * Everything is static: each test executable is one translation unit.
  * Allocation failures abort (tests only).

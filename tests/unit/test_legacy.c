@@ -1,6 +1,6 @@
 /*
  * test_legacy.c - the legacy stream (PyTorch 0.1.10 .. 1.5), built here as
- * formats.md section 3 describes it: magic, protocol 1001, sys_info, the
+ * the header of src/formats/legacy.c draws it: magic, protocol 1001, sys_info, the
  * object pickle (storages as 6-field persistent ids, views with
  * view_metadata), the list of storage keys, then per key an int64 element
  * count and the data.

@@ -1,6 +1,6 @@
 /*
  * test_tar.c - the TAR container (before PyTorch 0.1.10), built here as
- * formats.md section 4 describes it: ustar members sys_info, storages
+ * the header of src/formats/tar.c draws it: ustar members sys_info, storages
  * (records + storage views), tensors (records + raw shape/stride/offset),
  * pickle (persistent ids are str(tensor_key), modules are tuples).
  */

@@ -1,141 +1,64 @@
 /*
- * pickle.c - the pickle machine.  Protocols 0 to 5, every opcode.  It builds
- * an inert value tree in the file's arena and CALLS NOTHING: a GLOBAL is a
- * name, REDUCE/NEWOBJ/INST/OBJ of an unknown callable make an inert OBJECT
- * that keeps its arguments, BUILD stores the state.  The few callables that
- * PyTorch's own loader understands (tensor rebuilds, OrderedDict, set, ...)
- * are interpreted here by name, with their arguments checked.
+ * pickle.c - layer 2, the pickle machine.  Protocols 0 to 5, every opcode.
+ * It builds an inert value tree in the unpickler's arena and CALLS NOTHING:
+ * a GLOBAL is a name, REDUCE/NEWOBJ/INST/OBJ of an unknown callable make an
+ * inert OBJECT that keeps its arguments, BUILD stores the state.  The
+ * callables of Python's builtins that rebuild containers (OrderedDict, set,
+ * bytes, copyreg, ...) are interpreted here by name, with their arguments
+ * checked; every other global is offered to the hooks (pickle.h), which may
+ * interpret a call or decline it.
  *
  * Limits: opcodes executed, stack + marks, memo entries, every length against
  * the bytes remaining.  No recursion: deep nesting costs heap, not C stack.
  */
-#include "internal.h"
+#include "pickle.h"
+
+#include <stdio.h>
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the table of known globals --------------------------------------- */
+/* ---- what the machine knows of Python ---------------------------------- */
 
-typedef struct known_global {
+static const struct {
     const char *module, *name;
-    uint8_t gid;
-    int8_t dtype;          /* for storages and dtypes, -1 otherwise */
-    const char *layout;    /* for refused rebuilds */
-} known_global;
-
-static const known_global known[] = {
-    {"torch._utils", "_rebuild_tensor", G_REBUILD_TENSOR, -1, NULL},
-    {"torch._utils", "_rebuild_tensor_v2", G_REBUILD_TENSOR_V2, -1, NULL},
-    {"torch._utils", "_rebuild_tensor_v3", G_REBUILD_TENSOR_V3, -1, NULL},
-    {"torch._utils", "_rebuild_parameter", G_REBUILD_PARAMETER, -1, NULL},
-    {"torch._utils", "_rebuild_parameter_with_state", G_REBUILD_PARAMETER_STATE, -1, NULL},
-    {"torch._tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, -1, NULL},
-    {"torch.tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, -1, NULL},
-    {"torch._utils", "_rebuild_sparse_tensor", G_REFUSED, -1, "sparse"},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", G_REFUSED, -1, "sparse_csr"},
-    {"torch._utils", "_rebuild_qtensor", G_REFUSED, -1, "quantized"},
-    {"torch._utils", "_rebuild_nested_tensor", G_REFUSED, -1, "nested"},
-    {"torch._utils", "_rebuild_wrapper_subclass", G_REFUSED, -1, "wrapper subclass"},
-    {"torch._utils", "_rebuild_meta_tensor_no_storage", G_REFUSED, -1, "meta (no storage)"},
-    {"torch._utils", "_rebuild_device_tensor_from_numpy", G_REFUSED, -1, "numpy-backed device"},
-    {"torch._utils", "_rebuild_xla_tensor", G_REFUSED, -1, "xla"},
-    {"torch._utils", "_rebuild_mlc_tensor", G_REFUSED, -1, "mlc"},
-    {"torch._utils", "_rebuild_tensor_from_dtensor", G_REFUSED, -1, "dtensor"},
-    {"collections", "OrderedDict", G_ORDEREDDICT, -1, NULL},
-    {"collections", "defaultdict", G_DEFAULTDICT, -1, NULL},
-    {"builtins", "dict", G_DICT, -1, NULL},
-    {"builtins", "list", G_LIST, -1, NULL},
-    {"builtins", "set", G_SET, -1, NULL},
-    {"builtins", "frozenset", G_FROZENSET, -1, NULL},
-    {"builtins", "tuple", G_TUPLE, -1, NULL},
-    {"builtins", "bytearray", G_BYTEARRAY, -1, NULL},
-    {"builtins", "bytes", G_BYTES, -1, NULL},
-    {"_codecs", "encode", G_CODECS_ENCODE, -1, NULL},
-    {"torch", "Size", G_TORCH_SIZE, -1, NULL},
-    {"copyreg", "_reconstructor", G_COPYREG_RECONSTRUCTOR, -1, NULL},
-    {"copyreg", "__newobj__", G_COPYREG_NEWOBJ, -1, NULL},
-    {"torch", "Tensor", G_TENSOR_CLASS, -1, NULL},
-    {"torch._tensor", "Tensor", G_TENSOR_CLASS, -1, NULL},
-    {"torch.nn.parameter", "Parameter", G_TENSOR_CLASS, -1, NULL},
-    {"torch", "UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
-    {"torch.storage", "UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
-    {"torch.storage", "_UntypedStorage", G_STORAGE_CLASS, CKPT_UINT8, NULL},
-};
-
-static const struct { const char *name; int8_t dtype; } storage_names[] = {
-    {"DoubleStorage", CKPT_FLOAT64}, {"FloatStorage", CKPT_FLOAT32},
-    {"HalfStorage", CKPT_FLOAT16}, {"BFloat16Storage", CKPT_BFLOAT16},
-    {"LongStorage", CKPT_INT64}, {"IntStorage", CKPT_INT32},
-    {"ShortStorage", CKPT_INT16}, {"CharStorage", CKPT_INT8},
-    {"ByteStorage", CKPT_UINT8}, {"BoolStorage", CKPT_BOOL},
-    {"ComplexDoubleStorage", CKPT_COMPLEX128},
-    {"ComplexFloatStorage", CKPT_COMPLEX64},
-    {"ComplexHalfStorage", CKPT_COMPLEX32},
-    {"QInt8Storage", CKPT_INT8}, {"QUInt8Storage", CKPT_UINT8},
-    {"QInt32Storage", CKPT_INT32}, {"QUInt4x2Storage", CKPT_UINT8},
-    {"QUInt2x4Storage", CKPT_UINT8},
-};
-
-static const struct { const char *name; int8_t dtype; } dtype_names[] = {
-    {"float64", CKPT_FLOAT64}, {"double", CKPT_FLOAT64},
-    {"float32", CKPT_FLOAT32}, {"float", CKPT_FLOAT32},
-    {"float16", CKPT_FLOAT16}, {"half", CKPT_FLOAT16},
-    {"bfloat16", CKPT_BFLOAT16},
-    {"int64", CKPT_INT64}, {"long", CKPT_INT64},
-    {"int32", CKPT_INT32}, {"int", CKPT_INT32},
-    {"int16", CKPT_INT16}, {"short", CKPT_INT16},
-    {"int8", CKPT_INT8}, {"uint8", CKPT_UINT8}, {"bool", CKPT_BOOL},
-    {"complex64", CKPT_COMPLEX64}, {"cfloat", CKPT_COMPLEX64},
-    {"complex128", CKPT_COMPLEX128}, {"cdouble", CKPT_COMPLEX128},
-    {"complex32", CKPT_COMPLEX32}, {"chalf", CKPT_COMPLEX32},
-    {"float8_e4m3fn", CKPT_FLOAT8_E4M3FN}, {"float8_e5m2", CKPT_FLOAT8_E5M2},
-    {"float8_e4m3fnuz", CKPT_FLOAT8_E4M3FNUZ},
-    {"float8_e5m2fnuz", CKPT_FLOAT8_E5M2FNUZ},
-    {"float8_e8m0fnu", CKPT_FLOAT8_E8M0FNU},
-    {"uint16", CKPT_UINT16}, {"uint32", CKPT_UINT32}, {"uint64", CKPT_UINT64},
+    uint8_t tag;
+} builtin_globals[] = {
+    {"collections", "OrderedDict", CK_TAG_ORDEREDDICT},
+    {"collections", "defaultdict", CK_TAG_DEFAULTDICT},
+    {"builtins", "dict", CK_TAG_DICT},
+    {"builtins", "list", CK_TAG_LIST},
+    {"builtins", "set", CK_TAG_SET},
+    {"builtins", "frozenset", CK_TAG_FROZENSET},
+    {"builtins", "tuple", CK_TAG_TUPLE},
+    {"builtins", "bytearray", CK_TAG_BYTEARRAY},
+    {"builtins", "bytes", CK_TAG_BYTES},
+    {"_codecs", "encode", CK_TAG_CODECS_ENCODE},
+    {"copyreg", "_reconstructor", CK_TAG_COPYREG_RECONSTRUCTOR},
+    {"copyreg", "__newobj__", CK_TAG_COPYREG_NEWOBJ},
 };
 
 static bool eq(const char *a, size_t an, const char *b) {
     return strlen(b) == an && memcmp(a, b, an) == 0;
 }
 
-/* Classify (module, name); fills gid, dtype and layout of a GLOBAL value. */
-static void classify(ckpt_value *g) {
+/* Classify (module, name): Python's own first, then the find_class hook. */
+static void classify(const ck_unpickler *u, ckpt_value *g) {
     const char *m = g->u.g->module, *n = g->u.g->name;
     size_t mn = strlen(m), nn = strlen(n);
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (eq(m, mn, known[i].module) && eq(n, nn, known[i].name)) {
-            g->gid = known[i].gid;
-            if (known[i].dtype >= 0) {
-                g->dtype = (uint8_t)known[i].dtype;
-                g->untyped = 1;
-            }
-            g->u.g->layout = known[i].layout;
+    for (size_t i = 0; i < sizeof builtin_globals / sizeof builtin_globals[0]; i++)
+        if (eq(m, mn, builtin_globals[i].module) && eq(n, nn, builtin_globals[i].name)) {
+            g->gid = builtin_globals[i].tag;
             return;
         }
-    if (eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) {
-        for (size_t i = 0; i < sizeof storage_names / sizeof storage_names[0]; i++)
-            if (eq(n, nn, storage_names[i].name)) {
-                g->gid = G_STORAGE_CLASS;
-                g->dtype = (uint8_t)storage_names[i].dtype;
-                return;
-            }
-    }
-    if (eq(m, mn, "torch")) {
-        for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
-            if (eq(n, nn, dtype_names[i].name)) {
-                g->gid = G_DTYPE;
-                g->dtype = (uint8_t)dtype_names[i].dtype;
-                return;
-            }
-    }
+    if (u->hooks.find_class) u->hooks.find_class(u->hooks.ud, g);
 }
 
 /* ---- the machine -------------------------------------------------------- */
 
-typedef struct machine {
-    ckpt_file *f;
+struct ck_machine {
+    ck_unpickler *u;
     const ck_pickle_in *in;
     ckpt_error *err;
     const uint8_t *p, *end;
@@ -152,7 +75,8 @@ typedef struct machine {
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
     ckpt_value *none, *yes, *no;
     ckpt_value *small[256];
-} machine;
+};
+typedef struct ck_machine machine;
 
 #define FAIL(code, ...) ck_fail(m->err, code, m->op_pos, __VA_ARGS__)
 #define PFAIL(...) FAIL(CKPT_E_PICKLE, __VA_ARGS__)
@@ -162,8 +86,8 @@ typedef struct machine {
  * a refusal is reported at the opcode. */
 static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item) {
     if (need <= *cap) return 0;
-    if (ck_grow_in(&m->f->arena, arr, cap, need, item, m->err) == 0) return 0;
-    return m->f->arena.over ? OOM() : -1;
+    if (ck_grow_in(m->u->arena, arr, cap, need, item, m->err) == 0) return 0;
+    return m->u->arena->over ? OOM() : -1;
 }
 
 /* A few opcode bytes can apply a callable to a value shared through the memo
@@ -175,7 +99,7 @@ static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item) 
 static int reserve(machine *m, ckpt_value *v, size_t n) {
     if (v->u.seq.cap - v->u.seq.n >= n) return 0;
     if (n > SIZE_MAX / sizeof *v->u.seq.v - v->u.seq.n) return OOM();
-    ckpt_value **nv = ck_alloc(&m->f->arena, (v->u.seq.n + n) * sizeof *nv);
+    ckpt_value **nv = ck_alloc(m->u->arena, (v->u.seq.n + n) * sizeof *nv);
     if (!nv) return OOM();
     if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
     v->u.seq.v = nv;
@@ -187,15 +111,15 @@ static int copied(machine *m, uint64_t words) {
     /* at most max_expansion words, and at most 1 Mi words more than the
      * file has bytes: a real big string or list is copied once, a shared
      * one copied again and again runs out */
-    uint64_t cap = ((uint64_t)1 << 20) + m->f->src.size;
-    uint64_t budget = ck_budget(m->f, m->f->pickle_bytes + m->in->len);
+    uint64_t cap = ((uint64_t)1 << 20) + m->u->input_size;
+    uint64_t budget = ck_budget(m->u->opt->max_expansion, m->u->pickle_bytes + m->in->len);
     if (cap > budget) cap = budget;
-    m->f->copies += words;
-    if (m->f->copies > cap && m->in->more) { /* the budget grows with the pickle: see it whole */
+    m->u->copies += words;
+    if (m->u->copies > cap && m->in->more) { /* the budget grows with the pickle: see it whole */
         m->need_more = 1;
         return -1;
     }
-    if (m->f->copies > cap)
+    if (m->u->copies > cap)
         return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
                     "(shared references expand too much%s)", (unsigned long long)cap, cap == budget ? "; max_expansion" : "");
     return 0;
@@ -203,8 +127,8 @@ static int copied(machine *m, uint64_t words) {
 
 static int push(machine *m, ckpt_value *v) {
     if (!v) return OOM();
-    if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack) /* every push, not only when growing */
-        return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->f->opt.max_stack);
+    if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack) /* every push, not only when growing */
+        return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->u->opt->max_stack);
     if (m->sp == m->scap) {
         CK_TRY(mgrow(m, (void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack));
     }
@@ -275,14 +199,14 @@ static int line(machine *m, const char **s, size_t *n) {
 static int memo_put(machine *m, uint64_t key) {
     /* a pickler numbers its memo entries one per memoizing opcode, so an
      * honest key is below the pickle's length; max_memo is the slack */
-    uint64_t limit = (uint64_t)m->f->opt.max_memo + m->in->len;
+    uint64_t limit = (uint64_t)m->u->opt->max_memo + m->in->len;
     if (key >= limit && m->in->more) { /* a window of a longer pickle: decide on the whole */
         m->need_more = 1;
         return -1;
     }
     if (key >= limit)
         return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu, the pickle's length plus %u (max_memo)",
-                    (unsigned long long)key, (unsigned long long)limit, m->f->opt.max_memo);
+                    (unsigned long long)key, (unsigned long long)limit, m->u->opt->max_memo);
     ckpt_value *v = top(m);
     if (!v) return -1;
     if (key >= m->mcap2) {
@@ -305,7 +229,7 @@ static int memo_get(machine *m, uint64_t key) {
 
 static ckpt_value *new_int(machine *m, int64_t i) {
     if (i >= 0 && i < 256 && m->small[i]) return m->small[i];
-    ckpt_value *v = ck_new(m->f, CKPT_V_INT);
+    ckpt_value *v = ck_new(m->u, CKPT_V_INT);
     if (v) v->u.i = i;
     if (v && i >= 0 && i < 256) m->small[i] = v;
     return v;
@@ -314,23 +238,23 @@ static ckpt_value *new_int(machine *m, int64_t i) {
 static ckpt_value *new_bool(machine *m, bool b) {
     ckpt_value **slot = b ? &m->yes : &m->no;
     if (*slot) return *slot;
-    ckpt_value *v = ck_new(m->f, CKPT_V_BOOL);
+    ckpt_value *v = ck_new(m->u, CKPT_V_BOOL);
     if (v) v->u.b = b;
     return *slot = v;
 }
 
 static ckpt_value *new_none(machine *m) {
-    if (!m->none) m->none = ck_new(m->f, CKPT_V_NONE);
+    if (!m->none) m->none = ck_new(m->u, CKPT_V_NONE);
     return m->none;
 }
 
 /* A tuple/list/set whose items are copied from the stack, in one allocation. */
 static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, size_t n) {
     if (n > (SIZE_MAX - sizeof(ckpt_value)) / sizeof(ckpt_value *)) return NULL;
-    ckpt_value *v = ck_alloc(&m->f->arena, sizeof *v + n * sizeof(ckpt_value *));
+    ckpt_value *v = ck_alloc(m->u->arena, sizeof *v + n * sizeof(ckpt_value *));
     if (!v) return NULL;
     v->kind = (uint8_t)kind;
-    v->id = m->f->next_id++;
+    v->id = m->u->next_id++;
     if (n) {
         v->u.seq.v = (ckpt_value **)(v + 1);
         memcpy(v->u.seq.v, items, n * sizeof(ckpt_value *));
@@ -359,14 +283,14 @@ static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out) 
     }
     while (start < n - 1 && s[start] == '0') start++;
     if (n - start > 40000) return FAIL(CKPT_E_LIMIT, "integer of %zu digits is too large", n - start);
-    char *t = ck_alloc(&m->f->arena, n - start + 2);
+    char *t = ck_alloc(m->u->arena, n - start + 2);
     if (!t) return OOM();
     size_t k = 0;
     if (neg) t[k++] = '-';
     memcpy(t + k, s + start, n - start);
     k += n - start;
     t[k] = 0;
-    ckpt_value *v = ck_new(m->f, CKPT_V_BIGINT);
+    ckpt_value *v = ck_new(m->u, CKPT_V_BIGINT);
     if (!v) return OOM();
     v->u.s.p = t;
     v->u.s.n = k;
@@ -429,8 +353,8 @@ static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value *
     }
     if (!nd) digits[nd++] = '0';
     free(l);
-    ckpt_value *v = ck_new(m->f, CKPT_V_BIGINT);
-    char *t = v ? ck_alloc(&m->f->arena, nd + 2) : NULL;
+    ckpt_value *v = ck_new(m->u, CKPT_V_BIGINT);
+    char *t = v ? ck_alloc(m->u->arena, nd + 2) : NULL;
     if (!t) {
         free(digits);
         return OOM();
@@ -478,7 +402,7 @@ static int hexval(char c) {
 /* UNICODE (protocol 0): raw-unicode-escape. */
 static ckpt_value *raw_unicode(machine *m, const char *s, size_t n) {
     if (n > SIZE_MAX / 4 - 1) return NULL;
-    char *o = ck_alloc(&m->f->arena, n * 4 + 1);
+    char *o = ck_alloc(m->u->arena, n * 4 + 1);
     if (!o) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n;) {
@@ -502,7 +426,7 @@ static ckpt_value *raw_unicode(machine *m, const char *s, size_t n) {
         k += put_utf8(o + k, (unsigned char)s[i]);
         i++;
     }
-    ckpt_value *v = ck_new(m->f, CKPT_V_STR);
+    ckpt_value *v = ck_new(m->u, CKPT_V_STR);
     if (!v) return NULL;
     o[k] = 0;
     v->u.s.p = o;
@@ -516,7 +440,7 @@ static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out) 
         return PFAIL("STRING argument is not quoted");
     s++;
     n -= 2;
-    char *o = ck_alloc(&m->f->arena, n + 1);
+    char *o = ck_alloc(m->u->arena, n + 1);
     if (!o) return OOM();
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -557,7 +481,7 @@ static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out) 
         }
     }
     o[k] = 0;
-    ckpt_value *v = ck_new(m->f, CKPT_V_STR);
+    ckpt_value *v = ck_new(m->u, CKPT_V_STR);
     if (!v) return OOM();
     v->u.s.p = o;
     v->u.s.n = k;
@@ -579,128 +503,46 @@ static void map_py2(const char **mod, size_t *mn) {
 
 static int make_global(machine *m, const char *mod, size_t mn, const char *name,
                        size_t nn) {
-    if (m->f->nglobals >= m->f->opt.max_entries)
-        return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->f->opt.max_entries);
+    if (m->u->nglobals >= m->u->opt->max_entries)
+        return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->u->opt->max_entries);
     map_py2(&mod, &mn);
-    ckpt_value *g = ck_new(m->f, CKPT_V_GLOBAL);
-    if (!g || !(g->u.g = ck_alloc(&m->f->arena, sizeof *g->u.g))) return OOM();
-    g->u.g->module = ck_strndup(&m->f->arena, mod, mn);
-    g->u.g->name = ck_strndup(&m->f->arena, name, nn);
-    char *full = ck_alloc(&m->f->arena, mn + nn + 2);
+    ckpt_value *g = ck_new(m->u, CKPT_V_GLOBAL);
+    if (!g || !(g->u.g = ck_alloc(m->u->arena, sizeof *g->u.g))) return OOM();
+    g->u.g->module = ck_strndup(m->u->arena, mod, mn);
+    g->u.g->name = ck_strndup(m->u->arena, name, nn);
+    char *full = ck_alloc(m->u->arena, mn + nn + 2);
     if (!g->u.g->module || !g->u.g->name || !full) return OOM();
     memcpy(full, mod, mn);
     full[mn] = '.';
     memcpy(full + mn + 1, name, nn);
     g->cls = full;
-    classify(g);
-    CK_TRY(mgrow(m, (void **)&m->f->globals, &m->f->cap_globals, m->f->nglobals + 1,
-                 sizeof *m->f->globals)); /* charged for good: kept with the file */
-    ckpt_global_ref *r = &m->f->globals[m->f->nglobals];
+    classify(m->u, g);
+    CK_TRY(mgrow(m, (void **)&m->u->globals, &m->u->cap_globals, m->u->nglobals + 1,
+                 sizeof *m->u->globals)); /* charged for good: kept with the file */
+    ckpt_global_ref *r = &m->u->globals[m->u->nglobals];
     r->module = g->u.g->module;
     r->name = g->u.g->name;
     r->pickle = m->in->label;
     r->offset = m->op_pos;
     r->called = 0;
-    g->u.g->gref = m->f->nglobals++;
+    g->u.g->gref = m->u->nglobals++;
     return push(m, g);
 }
 
 static void mark_called(machine *m, const ckpt_value *callable) {
-    if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->f->nglobals)
-        m->f->globals[callable->u.g->gref].called = 1;
+    if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->u->nglobals)
+        m->u->globals[callable->u.g->gref].called = 1;
 }
 
 /* ---- interpreting known callables -------------------------------------- */
-
-bool ck_as_int(const ckpt_value *v, int64_t *out) {
-    if (!v) return false;
-    if (v->kind == CKPT_V_INT) { *out = v->u.i; return true; }
-    if (v->kind == CKPT_V_BOOL) { *out = v->u.b; return true; }
-    return false;
-}
-
-bool ck_is_str(const ckpt_value *v, const char *s) {
-    return v && v->kind == CKPT_V_STR && eq(v->u.s.p, v->u.s.n, s);
-}
 
 static bool is_seq(const ckpt_value *v) {
     return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
 }
 
-static int int_list(machine *m, const ckpt_value *v, const char *what, uint32_t *n,
-                    int64_t **out) {
-    if (!is_seq(v)) return PFAIL("tensor %s is not a tuple", what);
-    if (v->u.seq.n > m->f->opt.max_rank || v->u.seq.n > 64)
-        return FAIL(CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u%s)", v->u.seq.n,
-                    m->f->opt.max_rank < 64 ? m->f->opt.max_rank : 64, v->u.seq.n <= 64 ? "; max_rank" : "");
-    *n = (uint32_t)v->u.seq.n;
-    *out = NULL;
-    if (!*n) return 0;
-    *out = ck_alloc(&m->f->arena, *n * sizeof **out);
-    if (!*out) return OOM();
-    for (uint32_t i = 0; i < *n; i++) {
-        if (!ck_as_int(v->u.seq.v[i], &(*out)[i]))
-            return PFAIL("tensor %s has a non-integer entry", what);
-        if ((*out)[i] < 0) return PFAIL("tensor %s has a negative entry", what);
-    }
-    return 0;
-}
-
-/* The rebuild functions: (storage, offset, size, stride, [requires_grad,
- * hooks], [dtype]). */
-static int rebuild_tensor(machine *m, ckpt_value *args, int gid, ckpt_value **out) {
-    size_t n = args->u.seq.n;
-    ckpt_value **a = args->u.seq.v;
-    size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
-    if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
-    if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
-    CK_TRY(copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
-    ck_storage *st = &m->f->storages[a[0]->u.storage];
-    ck_tdef *t = ck_alloc(&m->f->arena, sizeof *t);
-    if (!t) return OOM();
-    CK_TRY(ck_add_tdef(m->f, t, m->err));
-    t->storage = a[0]->u.storage;
-    t->offset_pos = m->op_pos;
-    t->dtype = st->pub.dtype;
-    if (gid == G_REBUILD_TENSOR_V3) {
-        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != G_DTYPE)
-            return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
-        t->dtype = (ckpt_dtype)a[6]->dtype;
-        if (st->untyped && st->pub.dtype == CKPT_UINT8 && t->dtype != CKPT_UINT8)
-            st->pub.dtype = t->dtype; /* report the first view's dtype */
-    } else if (st->untyped) {
-        return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
-    }
-    if (!ck_as_int(a[1], &t->offset) || t->offset < 0)
-        return PFAIL("tensor storage offset is not a non-negative integer");
-    uint32_t nd2;
-    CK_TRY(int_list(m, a[2], "size", &t->ndim, &t->shape));
-    CK_TRY(int_list(m, a[3], "stride", &nd2, &t->stride));
-    if (nd2 != t->ndim) return PFAIL("tensor size has %u entries but stride %u", t->ndim, nd2);
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < t->ndim; i++)
-        if (ck_mul_ovf(numel, (uint64_t)t->shape[i], &numel))
-            return FAIL(CKPT_E_LIMIT, "tensor element count overflows");
-    t->numel = numel;
-    uint64_t nbytes;
-    if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nbytes)) /* max_tensor_bytes: checked on reading */
-        return FAIL(CKPT_E_LIMIT, "tensor of %llu elements exceeds the tensor size limit (its byte count "
-                    "overflows 64 bits)", (unsigned long long)numel);
-    if (gid != G_REBUILD_TENSOR) {
-        int64_t rg = 0;
-        ck_as_int(a[4], &rg);
-        t->requires_grad = rg != 0;
-    }
-    ckpt_value *v = ck_new(m->f, CKPT_V_TENSOR);
-    if (!v) return OOM();
-    v->u.t = t;
-    *out = v;
-    return 0;
-}
-
 static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args) {
-    ckpt_value *o = ck_new(m->f, CKPT_V_OBJECT);
-    if (!o || !(o->u.obj = ck_alloc(&m->f->arena, sizeof *o->u.obj))) return NULL;
+    ckpt_value *o = ck_new(m->u, CKPT_V_OBJECT);
+    if (!o || !(o->u.obj = ck_alloc(m->u->arena, sizeof *o->u.obj))) return NULL;
     o->u.obj->callable = callable;
     o->u.obj->args = args;
     o->cls = callable->kind == CKPT_V_GLOBAL ? callable->cls
@@ -710,14 +552,14 @@ static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args
 }
 
 static ckpt_value *new_dict(machine *m, const char *cls) {
-    ckpt_value *d = ck_new(m->f, CKPT_V_DICT);
+    ckpt_value *d = ck_new(m->u, CKPT_V_DICT);
     if (d) d->cls = cls;
     return d;
 }
 
 /* Copy the items of a list/tuple/set arg into a new container. */
 static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out) {
-    ckpt_value *v = ck_new(m->f, kind);
+    ckpt_value *v = ck_new(m->u, kind);
     if (!v) return OOM();
     if (src) {
         if (src->kind != CKPT_V_LIST && src->kind != CKPT_V_TUPLE && src->kind != CKPT_V_SET)
@@ -754,7 +596,7 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
 
 /* latin-1 text (as UTF-8) back to bytes: _codecs.encode(s, 'latin1'). */
 static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
-    char *o = ck_alloc(&m->f->arena, s->u.s.n + 1);
+    char *o = ck_alloc(m->u->arena, s->u.s.n + 1);
     if (!o) return NULL;
     size_t k = 0;
     const unsigned char *p = (const unsigned char *)s->u.s.p;
@@ -773,7 +615,7 @@ static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
             return NULL; /* not latin-1 */
         }
     }
-    ckpt_value *v = ck_new(m->f, CKPT_V_BYTES);
+    ckpt_value *v = ck_new(m->u, CKPT_V_BYTES);
     if (!v) return NULL;
     o[k] = 0;
     v->u.s.p = o;
@@ -792,77 +634,34 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
     if (callable->kind == CKPT_V_GLOBAL) {
         int r;
         switch (callable->gid) {
-        case G_REBUILD_TENSOR:
-        case G_REBUILD_TENSOR_V2:
-        case G_REBUILD_TENSOR_V3:
-            return rebuild_tensor(m, args, callable->gid, out);
-        case G_REBUILD_PARAMETER:
-        case G_REBUILD_PARAMETER_STATE:
-            if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
-                CK_TRY(copied(m, 16));
-                ck_tdef *t = ck_alloc_copy(&m->f->arena, a[0]->u.t, sizeof *t);
-                ckpt_value *v = t ? ck_new(m->f, CKPT_V_TENSOR) : NULL;
-                if (!v) return OOM();
-                CK_TRY(ck_add_tdef(m->f, t, m->err));
-                t->desc = NULL;
-                int64_t rg = 0;
-                ck_as_int(a[1], &rg);
-                t->requires_grad = rg != 0;
-                t->listed = 0;
-                v->u.t = t;
-                *out = v;
-                return 0;
-            }
-            break;
-        case G_REBUILD_FROM_TYPE_V2:
-            if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
-                (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 ||
-                 a[0]->gid == G_REBUILD_TENSOR_V3 || a[0]->gid == G_REBUILD_PARAMETER ||
-                 a[0]->gid == G_REFUSED))
-                return apply(m, a[0], a[2], out);
-            break;
-        case G_REFUSED: {
-            ckpt_value *o = new_object(m, callable, args);
-            if (!o) return OOM();
-            o->u.obj->refused = callable->u.g->layout;
-            *out = o;
-            return 0;
-        }
-        case G_ORDEREDDICT:
-        case G_DICT:
-        case G_DEFAULTDICT: {
-            ckpt_value *d = new_dict(m, callable->gid == G_DICT ? NULL : callable->cls);
+        case CK_TAG_ORDEREDDICT:
+        case CK_TAG_DICT:
+        case CK_TAG_DEFAULTDICT: {
+            ckpt_value *d = new_dict(m, callable->gid == CK_TAG_DICT ? NULL : callable->cls);
             if (!d) return OOM();
-            if (n == 1 && callable->gid != G_DEFAULTDICT) {
+            if (n == 1 && callable->gid != CK_TAG_DEFAULTDICT) {
                 r = dict_from_pairs(m, d, a[0]);
                 if (r < 0) return -1;
                 if (r > 0) break;
-            } else if (n > (callable->gid == G_DEFAULTDICT ? 1u : 0u)) {
+            } else if (n > (callable->gid == CK_TAG_DEFAULTDICT ? 1u : 0u)) {
                 break;
             }
             *out = d;
             return 0;
         }
-        case G_LIST:
-        case G_TUPLE:
-        case G_SET:
-        case G_FROZENSET: {
-            ckpt_kind k = callable->gid == G_LIST ? CKPT_V_LIST
-                          : callable->gid == G_TUPLE ? CKPT_V_TUPLE : CKPT_V_SET;
+        case CK_TAG_LIST:
+        case CK_TAG_TUPLE:
+        case CK_TAG_SET:
+        case CK_TAG_FROZENSET: {
+            ckpt_kind k = callable->gid == CK_TAG_LIST ? CKPT_V_LIST
+                          : callable->gid == CK_TAG_TUPLE ? CKPT_V_TUPLE : CKPT_V_SET;
             if (n > 1) break;
             r = seq_from(m, k, n ? a[0] : NULL, out);
             if (r < 0) return -1;
             if (r == 0) return 0;
             break;
         }
-        case G_TORCH_SIZE:
-            if (n == 1) {
-                r = seq_from(m, CKPT_V_TUPLE, a[0], out);
-                if (r < 0) return -1;
-                if (r == 0) return 0;
-            }
-            break;
-        case G_CODECS_ENCODE:
+        case CK_TAG_CODECS_ENCODE:
             if (n == 2 && a[0]->kind == CKPT_V_STR && a[1]->kind == CKPT_V_STR &&
                 (ck_is_str(a[1], "latin1") || ck_is_str(a[1], "latin-1") ||
                  ck_is_str(a[1], "iso-8859-1"))) {
@@ -871,10 +670,10 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 if (*out) return 0;
             }
             break;
-        case G_BYTES:
-        case G_BYTEARRAY:
+        case CK_TAG_BYTES:
+        case CK_TAG_BYTEARRAY:
             if (n == 0) {
-                *out = ck_new_str(m->f, CKPT_V_BYTES, "", 0);
+                *out = ck_new_str(m->u, CKPT_V_BYTES, "", 0);
                 return *out ? 0 : OOM();
             }
             if (n == 1 && a[0]->kind == CKPT_V_BYTES) {
@@ -887,25 +686,33 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 if (*out) return 0;
             }
             break;
-        case G_COPYREG_RECONSTRUCTOR:
+        case CK_TAG_COPYREG_RECONSTRUCTOR:
             if (n == 3 && a[0]->kind == CKPT_V_GLOBAL) {
                 mark_called(m, a[0]);
                 *out = new_object(m, a[0], NULL);
                 return *out ? 0 : OOM();
             }
             break;
-        case G_COPYREG_NEWOBJ: /* __newobj__(cls, *args); not of itself: no chains */
-            if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid != G_COPYREG_NEWOBJ) {
+        case CK_TAG_COPYREG_NEWOBJ: /* __newobj__(cls, *args); not of itself: no chains */
+            if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid != CK_TAG_COPYREG_NEWOBJ) {
                 CK_TRY(copied(m, n));
-                ckpt_value *rest = ck_new(m->f, CKPT_V_TUPLE);
+                ckpt_value *rest = ck_new(m->u, CKPT_V_TUPLE);
                 if (!rest) return OOM();
                 CK_TRY(reserve(m, rest, n));
                 for (size_t i = 1; i < n; i++)
-                    if (ck_seq_push(m->f, rest, a[i])) return OOM();
+                    if (ck_seq_push(m->u, rest, a[i])) return OOM();
                 return apply(m, a[0], rest, out);
             }
             break;
         default:
+            if (callable->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
+                r = m->u->hooks.reduce(m->u->hooks.ud, m, callable, args, false, out);
+                if (r <= 0) return r;
+                /* declined: an inert object, marked when find_class said why */
+                if (!(*out = new_object(m, callable, args))) return OOM();
+                (*out)->u.obj->refused = callable->u.g->note;
+                return 0;
+            }
             break;
         }
     }
@@ -918,10 +725,15 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
 static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **out) {
     if (args->kind != CKPT_V_TUPLE) return PFAIL("NEWOBJ arguments are not a tuple");
     if (cls->kind == CKPT_V_GLOBAL &&
-        (cls->gid == G_ORDEREDDICT || cls->gid == G_DICT || cls->gid == G_DEFAULTDICT ||
-         cls->gid == G_SET || cls->gid == G_FROZENSET || cls->gid == G_LIST ||
-         cls->gid == G_TUPLE || cls->gid == G_TORCH_SIZE))
+        (cls->gid == CK_TAG_ORDEREDDICT || cls->gid == CK_TAG_DICT || cls->gid == CK_TAG_DEFAULTDICT ||
+         cls->gid == CK_TAG_SET || cls->gid == CK_TAG_FROZENSET || cls->gid == CK_TAG_LIST ||
+         cls->gid == CK_TAG_TUPLE))
         return apply(m, cls, args, out);
+    if (cls->kind == CKPT_V_GLOBAL && cls->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
+        mark_called(m, cls);
+        int r = m->u->hooks.reduce(m->u->hooks.ud, m, cls, args, true, out);
+        if (r <= 0) return r;
+    }
     mark_called(m, cls);
     *out = new_object(m, cls, args);
     return *out ? 0 : OOM();
@@ -931,13 +743,13 @@ static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **ou
 
 static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
     if (target->kind == CKPT_V_LIST) {
-        if (ck_seq_push(m->f, target, item)) return OOM();
+        if (ck_seq_push(m->u, target, item)) return OOM();
         return 0;
     }
     if (target->kind == CKPT_V_OBJECT) {
-        if (!target->u.obj->list && !(target->u.obj->list = ck_new(m->f, CKPT_V_LIST)))
+        if (!target->u.obj->list && !(target->u.obj->list = ck_new(m->u, CKPT_V_LIST)))
             return OOM();
-        if (ck_seq_push(m->f, target->u.obj->list, item)) return OOM();
+        if (ck_seq_push(m->u, target->u.obj->list, item)) return OOM();
         return 0;
     }
     return PFAIL("APPEND to a %s", ckpt_kind_name((ckpt_kind)target->kind));
@@ -951,7 +763,7 @@ static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v)
     } else if (target->kind != CKPT_V_DICT) {
         return PFAIL("SETITEM on a %s", ckpt_kind_name((ckpt_kind)target->kind));
     }
-    if (ck_seq_push(m->f, d, k) || ck_seq_push(m->f, d, v)) return OOM();
+    if (ck_seq_push(m->u, d, k) || ck_seq_push(m->u, d, v)) return OOM();
     return 0;
 }
 
@@ -984,9 +796,9 @@ static int run(machine *m, ckpt_value **result) {
             }
             return PFAIL("pickle ends without STOP");
         }
-        if (++ops > m->f->opt.max_ops)
+        if (++ops > m->u->opt->max_ops)
             return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes (max_ops)",
-                        (unsigned long long)m->f->opt.max_ops);
+                        (unsigned long long)m->u->opt->max_ops);
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
         size_t base = 0;
@@ -998,8 +810,8 @@ static int run(machine *m, ckpt_value **result) {
             *result = v;
             return 0;
         case '(': /* MARK */
-            if ((uint64_t)m->sp + m->nmarks >= m->f->opt.max_stack)
-                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->f->opt.max_stack);
+            if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack)
+                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->u->opt->max_stack);
             CK_TRY(mgrow(m, (void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks));
             m->marks[m->nmarks++] = m->sp;
             break;
@@ -1061,7 +873,7 @@ static int run(machine *m, ckpt_value **result) {
             char *e;
             double d = strtod(tmp, &e);
             if (*e) return PFAIL("bad FLOAT text");
-            v = ck_new(m->f, CKPT_V_FLOAT);
+            v = ck_new(m->u, CKPT_V_FLOAT);
             if (v) v->u.f = d;
             CK_TRY(push(m, v));
             break;
@@ -1073,7 +885,7 @@ static int run(machine *m, ckpt_value **result) {
             double d;
             memcpy(&d, &u, 8);
             m->p += 8;
-            v = ck_new(m->f, CKPT_V_FLOAT);
+            v = ck_new(m->u, CKPT_V_FLOAT);
             if (v) v->u.f = d;
             CK_TRY(push(m, v));
             break;
@@ -1094,23 +906,23 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(need(m, w));
             uint64_t len = w == 1 ? m->p[0] : w == 4 ? ck_le32(m->p) : ck_le64(m->p);
             if (op == 'T' && len > INT32_MAX) return PFAIL("BINSTRING with negative length");
-            if (len > m->f->opt.max_pickle_bytes)
+            if (len > m->u->opt->max_pickle_bytes)
                 return FAIL(CKPT_E_LIMIT, "string of %llu bytes exceeds the pickle size limit (max_pickle_bytes)",
                             (unsigned long long)len);
             CK_TRY(need(m, w + (size_t)len));
             ckpt_kind k = (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
             const uint8_t *sp = m->p + w;
             if (k == CKPT_V_BYTES && len >= 3 && sp[0] == 0x80 && sp[1] <= 5 && sp[len - 1] == '.')
-                CK_TRY(ck_note(m->f, "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
+                CK_TRY(ck_note(m->u, "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
                                m->in->label, (long long)m->op_pos));
-            CK_TRY(push(m, ck_new_str(m->f, k, (const char *)sp, (size_t)len)));
+            CK_TRY(push(m, ck_new_str(m->u, k, (const char *)sp, (size_t)len)));
             m->p += w + (size_t)len;
             break;
         }
-        case ')': CK_TRY(push(m, ck_new(m->f, CKPT_V_TUPLE))); break;
-        case ']': CK_TRY(push(m, ck_new(m->f, CKPT_V_LIST))); break;
+        case ')': CK_TRY(push(m, ck_new(m->u, CKPT_V_TUPLE))); break;
+        case ']': CK_TRY(push(m, ck_new(m->u, CKPT_V_LIST))); break;
         case '}': CK_TRY(push(m, new_dict(m, NULL))); break;
-        case 0x8f: CK_TRY(push(m, ck_new(m->f, CKPT_V_SET))); break;
+        case 0x8f: CK_TRY(push(m, ck_new(m->u, CKPT_V_SET))); break;
         case 't': case 'l': case 0x91: case 'd': { /* TUPLE LIST FROZENSET DICT */
             CK_TRY(pop_mark(m, &base));
             size_t cnt = m->sp - base;
@@ -1160,7 +972,7 @@ static int run(machine *m, ckpt_value **result) {
             a = m->stack[base - 1];
             if (a->kind != CKPT_V_SET) return PFAIL("ADDITEMS to a %s", ckpt_kind_name((ckpt_kind)a->kind));
             for (size_t i = base; i < m->sp; i++)
-                if (ck_seq_push(m->f, a, m->stack[i])) return OOM();
+                if (ck_seq_push(m->u, a, m->stack[i])) return OOM();
             m->sp = base;
             break;
         case 'b': /* BUILD */
@@ -1195,10 +1007,10 @@ static int run(machine *m, ckpt_value **result) {
             if (op == 'i') {
                 ckpt_value *cls = m->stack[--m->sp];
                 CK_TRY(pop_mark(m, &base));
-                ckpt_value *args = ck_new(m->f, CKPT_V_TUPLE);
+                ckpt_value *args = ck_new(m->u, CKPT_V_TUPLE);
                 if (!args) return OOM();
                 for (size_t i = base; i < m->sp; i++)
-                    if (ck_seq_push(m->f, args, m->stack[i])) return OOM();
+                    if (ck_seq_push(m->u, args, m->stack[i])) return OOM();
                 m->sp = base;
                 CK_TRY(apply(m, cls, args, &v));
                 CK_TRY(push(m, v));
@@ -1215,10 +1027,10 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(pop_mark(m, &base));
             if (m->sp == base) return PFAIL("OBJ without a class");
             ckpt_value *cls = m->stack[base];
-            ckpt_value *args = ck_new(m->f, CKPT_V_TUPLE);
+            ckpt_value *args = ck_new(m->u, CKPT_V_TUPLE);
             if (!args) return OOM();
             for (size_t i = base + 1; i < m->sp; i++)
-                if (ck_seq_push(m->f, args, m->stack[i])) return OOM();
+                if (ck_seq_push(m->u, args, m->stack[i])) return OOM();
             m->sp = base;
             CK_TRY(apply(m, cls, args, &v));
             CK_TRY(push(m, v));
@@ -1248,14 +1060,14 @@ static int run(machine *m, ckpt_value **result) {
             ckpt_value *pid;
             if (op == 'P') {
                 CK_TRY(line(m, &s, &n));
-                pid = ck_new_str(m->f, CKPT_V_STR, s, n);
+                pid = ck_new_str(m->u, CKPT_V_STR, s, n);
                 if (!pid) return OOM();
             } else if (!(pid = pop(m))) {
                 return -1;
             }
-            if (!m->in->persistent_load)
+            if (!m->u->hooks.persistent_load)
                 return PFAIL("persistent id in a pickle that cannot have one");
-            v = m->in->persistent_load(m->f, m->in->ud, pid, m->op_pos, m->err);
+            v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, m->op_pos, m->err);
             if (!v) return -1;
             CK_TRY(push(m, v));
             break;
@@ -1263,7 +1075,7 @@ static int run(machine *m, ckpt_value **result) {
         case 0x80: /* PROTO */
             CK_TRY(need(m, 1));
             if (m->p[0] > 5) return PFAIL("unsupported pickle protocol %u", m->p[0]);
-            if (m->proto_seen++) CK_TRY(ck_note(m->f, "%s: PROTO opcode again at byte %lld",
+            if (m->proto_seen++) CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld",
                                                 m->in->label, (long long)m->op_pos));
             m->p += 1;
             break;
@@ -1284,110 +1096,62 @@ static int run(machine *m, ckpt_value **result) {
     }
 }
 
-int ck_pickle_run(ckpt_file *f, const ck_pickle_in *in, ckpt_value **out,
-                  size_t *used, ckpt_error *err) {
+int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, size_t *used,
+                  ckpt_error *err) {
     machine m;
     memset(&m, 0, sizeof m);
-    m.f = f;
+    m.u = u;
     m.in = in;
     m.err = err;
     m.p = in->buf;
     m.end = in->buf + in->len;
     ckpt_value *res = NULL;
-    size_t first_global = f->nglobals;
-    ck_mem_allow(f, f->pickle_bytes + in->len);
+    size_t first_global = u->nglobals;
+    ck_mem_allow(u->arena, u->opt->max_memory, u->input_size, u->pickle_bytes + in->len);
     int r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
-    if (r != 1 && f->opt.on_global) /* final: tell the scanner what it named */
-        for (size_t i = first_global; i < f->nglobals; i++) f->opt.on_global(f->opt.on_global_ctx, &f->globals[i]);
+    if (r != 1 && u->hooks.on_global) /* final: tell the scanner what it named */
+        for (size_t i = first_global; i < u->nglobals; i++) u->hooks.on_global(u->hooks.on_global_ctx, &u->globals[i]);
     if (r == 0) {
         *out = res;
         *used = (size_t)(m.p - in->buf);
-        f->pickle_bytes += *used;
+        u->pickle_bytes += *used;
     }
     free(m.stack);
     free(m.marks);
     free(m.mvals);
-    ck_mem_release(&f->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
-                                  (uint64_t)m.mcap2 * sizeof *m.mvals);
+    ck_mem_release(u->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
+                                 (uint64_t)m.mcap2 * sizeof *m.mvals);
     return r;
 }
 
-int ck_pickle_at(ckpt_file *f, uint64_t off, uint64_t end, const char *label,
-                 ckpt_value *(*pl)(ckpt_file *, void *, ckpt_value *, int64_t,
-                                   ckpt_error *),
-                 void *ud, ckpt_value **out, uint64_t *used, ckpt_error *err) {
-    if (end > f->src.size) end = f->src.size;
-    if (off >= end)
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "missing pickle (%s)", label);
-    uint64_t avail = end - off;
-    uint64_t cap = avail < f->opt.max_pickle_bytes ? avail : f->opt.max_pickle_bytes;
-    ck_pickle_in in = {0};
-    in.base = (int64_t)off;
-    in.label = label;
-    in.persistent_load = pl;
-    in.ud = ud;
-    if (f->src.map) { /* the bytes are already in memory */
-        in.buf = f->src.map + off;
-        in.len = (size_t)cap;
-        in.more = cap < avail; /* asking for more: the pickle goes past the size limit */
-        size_t u = 0;
-        int r = ck_pickle_run(f, &in, out, &u, err);
-        if (r == 0) *used = u;
-        if (r == 1)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
-                           label, (unsigned long long)f->opt.max_pickle_bytes);
-        return r == 0 ? 0 : -1;
-    }
-    /* Start small: a TAR member or a legacy stream holds many tiny pickles, and
-     * reading a big window for each would make the reads quadratic.  Growing
-     * 16-fold keeps re-parsing of a big pickle under 1/15 of its size. */
-    uint64_t win = cap < 512 ? cap : 512, held = 0;
-    uint8_t *buf = NULL;
-    int r;
-    for (;;) {
-        /* the window is charged to the memory limit while it is held */
-        if (ck_mem_charge(&f->arena, win - held)) {
-            r = ck_fail(err, CKPT_E_NOMEM, (int64_t)off, "out of memory");
-            break;
-        }
-        held = win;
-        uint8_t *nb = realloc(buf, (size_t)win);
-        if (!nb) {
-            r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-            break;
-        }
-        buf = nb;
-        if (ck_read(&f->src, off, buf, (size_t)win, label, err)) {
-            r = -1;
-            break;
-        }
-        in.buf = buf;
-        in.len = (size_t)win;
-        in.more = win < avail;
-        size_t u = 0, ng = f->nglobals, nn = f->nnotes;
-        uint64_t copies = f->copies;
-        r = ck_pickle_run(f, &in, out, &u, err);
-        if (r == 0) *used = u;
-        if (r == 1 && win == cap) {
-            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
-                        label, (unsigned long long)f->opt.max_pickle_bytes);
-            break;
-        }
-        if (r != 1) {
-            if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
-                strstr(err->message, "truncated"))
-                r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
-                            "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
-                            label, (unsigned long long)f->opt.max_pickle_bytes);
-            break;
-        }
-        f->nglobals = ng; /* forget what the cut-short attempt recorded */
-        f->nnotes = nn;
-        f->copies = copies; /* and what it copied: the same verdict as from memory */
-        win = win * 16 < cap ? win * 16 : cap; /* values built so far stay in the arena */
-    }
-    free(buf);
-    ck_mem_release(&f->arena, held);
-    return r == 0 ? 0 : -1;
+/* ---- services for hooks -------------------------------------------------- */
+
+ck_unpickler *ck_machine_unpickler(ck_machine *m) { return m->u; }
+int64_t ck_machine_pos(const ck_machine *m) { return m->op_pos; }
+ckpt_error *ck_machine_err(ck_machine *m) { return m->err; }
+
+int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...) {
+    char buf[sizeof ((ckpt_error *)0)->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ck_fail(m->err, code, m->op_pos, "%s", buf);
+}
+
+int ck_machine_copied(ck_machine *m, uint64_t words) { return copied(m, words); }
+int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out) {
+    return apply(m, callable, args, out);
+}
+int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out) {
+    return seq_from(m, kind, src, out);
+}
+
+void ck_unpickler_free(ck_unpickler *u) {
+    free(u->globals);
+    free(u->notes);
+    u->globals = NULL;
+    u->notes = NULL;
+    u->nglobals = u->cap_globals = u->nnotes = u->cap_notes = 0;
 }

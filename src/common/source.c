@@ -1,11 +1,11 @@
 /*
- * source.c - the bottom layer: bytes by (offset, length).  A file read with
+ * source.c - layer 1 (common): bytes by (offset, length).  A file read with
  * pread, a file mapped with mmap, a caller's memory buffer, or a caller's
  * reader callback.  Nothing else in the library touches a file descriptor.
  */
 #define _FILE_OFFSET_BITS 64
 #define _POSIX_C_SOURCE 200809L
-#include "internal.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>

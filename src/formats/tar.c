@@ -1,6 +1,6 @@
 /*
- * tar.c - the TAR container (torch.save before PyTorch 0.1.10; old
- * torchvision weights).  A ustar/PAX archive of four members:
+ * tar.c - layer 4 (formats): the TAR container (torch.save before PyTorch
+ * 0.1.10; old torchvision weights; ops: ck_format_tar).  A ustar/PAX archive of four members:
  *
  *   sys_info  pickle {'protocol_version': 1000, 'little_endian', 'type_sizes'}
  *   storages  pickle N; N x [pickle (key, location, StorageClass),
@@ -14,7 +14,7 @@
  * Members are located by their headers and read in place: nothing holds the
  * archive in memory.
  */
-#include "internal.h"
+#include "formats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +65,8 @@ static bool checksum_ok(const uint8_t *h) {
     return sum == want;
 }
 
-bool ck_tar_bid(const uint8_t *b, size_t n) {
+static int tar_bid(const uint8_t *b, size_t n, uint64_t size) {
+    (void)size;
     if (n < 512) return false;
     bool zero = true;
     for (int i = 0; i < 512; i++)
@@ -215,14 +216,14 @@ static int int_of(const ckpt_value *v, int64_t *out) { return ck_as_int(v, out) 
 static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
     uint64_t off = m->off, end = m->off + m->size, used;
     ckpt_value *v;
-    CK_TRY(ck_pickle_at(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
     int64_t n;
     if (int_of(v, &n) || n < 0 || (uint64_t)n > m->size / 9)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR storages: bad storage count");
     off += used;
     for (int64_t i = 0; i < n; i++) {
         int64_t pos = (int64_t)off, key;
-        CK_TRY(ck_pickle_at(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
+        CK_TRY(ck_torch_load(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
         off += used;
         if (v->kind != CKPT_V_TUPLE || v->u.seq.n != 3 || int_of(v->u.seq.v[0], &key) ||
             v->u.seq.v[2]->kind != CKPT_V_GLOBAL || v->u.seq.v[2]->gid != G_STORAGE_CLASS)
@@ -231,7 +232,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
         if (end - off < 8) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR storages: truncated");
         CK_TRY(ck_read(&f->src, off, h, 8, "TAR storage size", err));
         uint64_t count = ck_le64(h), nbytes;
-        ckpt_dtype dt = (ckpt_dtype)v->u.seq.v[2]->dtype;
+        ckpt_dtype dt = (ckpt_dtype)v->u.seq.v[2]->aux;
         off += 8;
         if (ck_mul_ovf(count, ck_dtype_size(dt), &nbytes) || nbytes > end - off)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off - 8,
@@ -252,7 +253,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
         off += nbytes;
     }
     int64_t pos = (int64_t)off;
-    CK_TRY(ck_pickle_at(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
     if (v->kind != CKPT_V_LIST && v->kind != CKPT_V_TUPLE)
         return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage views are not a list");
     for (size_t i = 0; i < v->u.seq.n; i++) {
@@ -291,14 +292,14 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
 static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *err) {
     uint64_t off = m->off, end = m->off + m->size, used;
     ckpt_value *v;
-    CK_TRY(ck_pickle_at(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
     int64_t n;
     if (int_of(v, &n) || n < 0 || (uint64_t)n > m->size / 16)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: bad tensor count");
     off += used;
     for (int64_t i = 0; i < n; i++) {
         int64_t pos = (int64_t)off, key, sk;
-        CK_TRY(ck_pickle_at(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
+        CK_TRY(ck_torch_load(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
         off += used;
         if (v->kind != CKPT_V_TUPLE || v->u.seq.n != 3 || int_of(v->u.seq.v[0], &key) || int_of(v->u.seq.v[1], &sk))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensors: bad tensor header");
@@ -319,36 +320,25 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         size_t kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)sk), sidx;
         if (!ck_map_get(&f->storage_keys, kb, kn, &sidx))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor refers to missing storage %s", kb);
-        ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
-        ckpt_value *tv = t ? ck_new(f, CKPT_V_TENSOR) : NULL;
-        if (!tv) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        tv->u.t = t;
-        CK_TRY(ck_add_tdef(f, t, err));
-        t->storage = sidx;
-        t->dtype = f->storages[sidx].pub.dtype;
-        t->ndim = (uint32_t)nd;
-        t->offset_pos = pos;
+        int64_t *shape = NULL, *stride = NULL;
         if (nd) {
-            t->shape = ck_alloc(&f->arena, (size_t)nd * 8);
-            t->stride = ck_alloc(&f->arena, (size_t)nd * 8);
-            if (!t->shape || !t->stride) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            shape = ck_alloc(&f->arena, (size_t)nd * 8);
+            stride = ck_alloc(&f->arena, (size_t)nd * 8);
+            if (!shape || !stride) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         }
-        uint64_t numel = 1;
         for (int32_t d = 0; d < nd; d++) {
-            t->shape[d] = (int64_t)ck_le64(buf + 8 * d);
-            t->stride[d] = (int64_t)ck_le64(buf + 8 * (nd + d));
-            if (t->shape[d] < 0 || t->stride[d] < 0)
+            shape[d] = (int64_t)ck_le64(buf + 8 * d);
+            stride[d] = (int64_t)ck_le64(buf + 8 * (nd + d));
+            if (shape[d] < 0 || stride[d] < 0)
                 return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative size or stride");
-            if (ck_mul_ovf(numel, (uint64_t)t->shape[d], &numel))
-                return ck_fail(err, CKPT_E_LIMIT, pos, "tensor element count overflows");
         }
-        t->offset = (int64_t)ck_le64(buf + 16 * nd);
-        if (t->offset < 0) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
-        t->numel = numel;
-        uint64_t nb;
-        if (ck_mul_ovf(numel, ck_dtype_size(t->dtype), &nb)) /* max_tensor_bytes: checked on reading */
-            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit (its "
-                           "byte count overflows 64 bits)", (unsigned long long)numel);
+        int64_t toff = (int64_t)ck_le64(buf + 16 * nd);
+        if (toff < 0) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
+        ck_tdef *t;
+        CK_TRY(ck_tensor_new(f, sidx, f->storages[sidx].pub.dtype, (uint32_t)nd, shape, stride, toff, pos, &t, err));
+        ckpt_value *tv = ck_new(&f->pk, CKPT_V_TENSOR);
+        if (!tv) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        tv->u.ext = t;
         kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)key);
         if (ck_map_get(&c->tensors, kb, kn, NULL))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor key %s appears twice", kb);
@@ -361,14 +351,14 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
     return 0;
 }
 
-int ck_tar_open(ckpt_file *f, ckpt_error *err) {
+static int tar_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_TAR;
     member m[4];
     memset(m, 0, sizeof m);
     CK_TRY(find_members(f, m, err));
     ckpt_value *v;
     uint64_t used;
-    CK_TRY(ck_pickle_at(f, m[0].off, m[0].off + m[0].size, "tar:sys_info", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, m[0].off, m[0].off + m[0].size, "tar:sys_info", NULL, NULL, &v, &used, err));
     if (v->kind != CKPT_V_DICT) return ck_fail(err, CKPT_E_FORMAT, (int64_t)m[0].off, "TAR sys_info is not a dict");
     f->version = "1000";
     CK_TRY(read_storages(f, &m[1], err));
@@ -377,9 +367,11 @@ int ck_tar_open(ckpt_file *f, ckpt_error *err) {
     int r = read_tensors(f, &m[2], &c, err);
     if (r == 0) {
         f->pickle_label = "tar:pickle";
-        r = ck_pickle_at(f, m[3].off, m[3].off + m[3].size, "tar:pickle", tar_pid, &c, &f->root, &used, err);
+        r = ck_torch_load(f, m[3].off, m[3].off + m[3].size, "tar:pickle", tar_pid, &c, &f->root, &used, err);
     }
     ck_map_free(&c.tensors);
     free(c.vals);
     return r;
 }
+
+const ck_format ck_format_tar = {"tar", tar_bid, tar_open, NULL, NULL, NULL, NULL};

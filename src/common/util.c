@@ -1,9 +1,10 @@
 /*
- * util.c - the small things every layer uses: errors, the arena, a string
- * hash map, dtype facts and growable arrays.
+ * util.c - layer 1: the small things every layer uses: errors, the limits'
+ * defaults, the arena and its memory charge, the one string hash map and
+ * growable arrays.
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS, MADV_HUGEPAGE */
-#include "internal.h"
+#include "common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,22 @@ const char *ckpt_code_name(ckpt_code code) {
     case CKPT_E_NOTMAPPABLE: return "not mappable";
     }
     return "unknown error";
+}
+
+/* ---- limits: the defaults, in one place ---- */
+
+void ckpt_options_init(ckpt_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_pickle_bytes = CKPT_DEFAULT_MAX_PICKLE_BYTES;
+    o->max_tensor_bytes = CKPT_DEFAULT_MAX_TENSOR_BYTES;
+    o->max_ops = CKPT_DEFAULT_MAX_OPS;
+    o->max_stack = CKPT_DEFAULT_MAX_STACK;
+    o->max_depth = CKPT_DEFAULT_MAX_DEPTH;
+    o->max_memo = CKPT_DEFAULT_MAX_MEMO;
+    o->max_expansion = CKPT_DEFAULT_MAX_EXPANSION;
+    o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
+    o->max_rank = CKPT_DEFAULT_MAX_RANK;
+    o->max_memory = CKPT_DEFAULT_MAX_MEMORY;
 }
 
 /* ---- arena ------------------------------------------------------------- */
@@ -177,27 +194,27 @@ void ck_mem_release(ck_arena *a, uint64_t n) {
     a->outside = n < a->outside ? a->outside - n : 0;
 }
 
-void ck_mem_allow(ckpt_file *f, uint64_t pickle_bytes) {
-    if (f->opt.max_memory == 0) return; /* no limit */
-    uint64_t p = pickle_bytes < f->src.size ? pickle_bytes : f->src.size;
-    uint64_t lim = f->opt.max_memory;
+void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes) {
+    if (max_memory == 0) return; /* no limit */
+    uint64_t p = pickle_bytes < input_size ? pickle_bytes : input_size;
+    uint64_t lim = max_memory;
     if (p > CK_MEM_FREE_BYTES) {
         uint64_t extra = p - CK_MEM_FREE_BYTES;
         extra = extra > UINT64_MAX / CK_MEM_PER_BYTE ? UINT64_MAX : extra * CK_MEM_PER_BYTE;
         lim = extra > UINT64_MAX - lim ? UINT64_MAX : lim + extra;
     }
-    if (lim > f->arena.limit) f->arena.limit = lim;
+    if (lim > a->limit) a->limit = lim;
 }
 
-void ck_mem_blame(const ckpt_file *f, ckpt_error *err) {
-    if (!err || err->code != CKPT_E_NOMEM || !f->arena.over) return;
-    uint64_t lim = f->arena.limit;
+void ck_mem_blame(const ck_arena *a, ckpt_error *err) {
+    if (!err || err->code != CKPT_E_NOMEM || !a->over) return;
+    uint64_t lim = a->limit;
     ck_fail(err, CKPT_E_LIMIT, err->offset,
             "the file's values need more than the memory limit of %llu %s (max_memory)",
             (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim), lim >= (1u << 20) ? "MiB" : "bytes");
 }
 
-/* ---- hash map ---------------------------------------------------------- */
+/* ---- string -> index hash map ------------------------------------------ */
 
 static uint64_t ck_hash(const char *k, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -281,48 +298,7 @@ void ck_map_free(ck_map *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* ---- dtypes ------------------------------------------------------------ */
-
-static const struct {
-    const char *name;
-    uint8_t size, unit;
-} dtypes[CKPT_DTYPE_COUNT] = {
-    [CKPT_FLOAT64] = {"float64", 8, 8},
-    [CKPT_FLOAT32] = {"float32", 4, 4},
-    [CKPT_FLOAT16] = {"float16", 2, 2},
-    [CKPT_BFLOAT16] = {"bfloat16", 2, 2},
-    [CKPT_INT64] = {"int64", 8, 8},
-    [CKPT_INT32] = {"int32", 4, 4},
-    [CKPT_INT16] = {"int16", 2, 2},
-    [CKPT_INT8] = {"int8", 1, 1},
-    [CKPT_UINT8] = {"uint8", 1, 1},
-    [CKPT_BOOL] = {"bool", 1, 1},
-    [CKPT_COMPLEX64] = {"complex64", 8, 4},
-    [CKPT_COMPLEX128] = {"complex128", 16, 8},
-    [CKPT_COMPLEX32] = {"complex32", 4, 2},
-    [CKPT_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1, 1},
-    [CKPT_FLOAT8_E5M2] = {"float8_e5m2", 1, 1},
-    [CKPT_FLOAT8_E4M3FNUZ] = {"float8_e4m3fnuz", 1, 1},
-    [CKPT_FLOAT8_E5M2FNUZ] = {"float8_e5m2fnuz", 1, 1},
-    [CKPT_FLOAT8_E8M0FNU] = {"float8_e8m0fnu", 1, 1},
-    [CKPT_UINT16] = {"uint16", 2, 2},
-    [CKPT_UINT32] = {"uint32", 4, 4},
-    [CKPT_UINT64] = {"uint64", 8, 8},
-};
-
-const char *ck_dtype_name(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].name : "unknown";
-}
-size_t ck_dtype_size(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].size : 0;
-}
-size_t ck_dtype_swap_unit(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].unit : 1;
-}
-const char *ckpt_dtype_name(ckpt_dtype d) { return ck_dtype_name(d); }
-size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
-
-/* ---- growable arrays, notes ------------------------------------------- */
+/* ---- growable arrays ------------------------------------------- */
 
 int ck_grow(void **arr, size_t *cap, size_t need, size_t item,
             ckpt_error *err) {
@@ -350,88 +326,3 @@ int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
     return 0;
 }
 
-int ck_note(ckpt_file *f, const char *fmt, ...) {
-    if (f->nnotes >= 1000) return 0; /* enough said */
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    char *s = ck_strndup(&f->arena, buf, strlen(buf));
-    if (!s) return -1;
-    if (ck_grow((void **)&f->notes, &f->cap_notes, f->nnotes + 1,
-                sizeof *f->notes, NULL))
-        return -1;
-    f->notes[f->nnotes++] = s;
-    return 0;
-}
-
-/* ---- value constructors ------------------------------------------------ */
-
-ckpt_value *ck_new(ckpt_file *f, ckpt_kind kind) {
-    ckpt_value *v = ck_alloc(&f->arena, sizeof *v);
-    if (!v) return NULL;
-    v->kind = (uint8_t)kind;
-    v->id = f->next_id++;
-    return v;
-}
-
-ckpt_value *ck_new_str(ckpt_file *f, ckpt_kind kind, const char *p, size_t n) {
-    if (n > SIZE_MAX - sizeof(ckpt_value) - 1) return NULL;
-    ckpt_value *v = ck_alloc(&f->arena, sizeof *v + n + 1); /* bytes right after the node */
-    if (!v) return NULL;
-    v->kind = (uint8_t)kind;
-    v->id = f->next_id++;
-    v->u.s.p = (char *)(v + 1);
-    if (n) memcpy(v->u.s.p, p, n);
-    v->u.s.p[n] = 0;
-    v->u.s.n = n;
-    return v;
-}
-
-int ck_seq_push(ckpt_file *f, ckpt_value *v, ckpt_value *item) {
-    if (v->u.seq.n == v->u.seq.cap) {
-        size_t ncap = v->u.seq.cap ? v->u.seq.cap * 2 : 4;
-        if (ncap > SIZE_MAX / sizeof(ckpt_value *)) return -1;
-        ckpt_value **nv = ck_alloc(&f->arena, ncap * sizeof *nv);
-        if (!nv) return -1;
-        if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
-        v->u.seq.v = nv;
-        v->u.seq.cap = ncap;
-    }
-    v->u.seq.v[v->u.seq.n++] = item;
-    return 0;
-}
-
-int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
-                   bool *created, ckpt_error *err) {
-    size_t i;
-    if (ck_map_get(&f->storage_keys, key, klen, &i)) {
-        *idx = i;
-        *created = false;
-        return 0;
-    }
-    CK_TRY(ck_storage_new(f, key, klen, idx, err));
-    if (ck_map_put(&f->storage_keys, f->storages[*idx].pkey, klen, *idx))
-        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    *created = true;
-    return 0;
-}
-
-int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err) {
-    if (f->nstorages >= f->opt.max_entries)
-        return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages (max_entries)",
-                       f->opt.max_entries);
-    CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1,
-                   sizeof *f->storages, err));
-    ck_storage *s = &f->storages[f->nstorages];
-    memset(s, 0, sizeof *s);
-    s->pkey = ck_strndup(&f->arena, key, klen);
-    if (!s->pkey) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    s->pub.key = s->pkey;
-    s->pub.file_offset = -1;
-    s->root = -1;
-    s->decl_pos = -1;
-    *idx = f->nstorages++;
-    return 0;
-}

@@ -1,5 +1,6 @@
 /*
- * legacy.c - the legacy pickle stream (PyTorch 0.1.10 .. 1.5, and any later
+ * legacy.c - layer 4 (formats): the legacy pickle stream, reached through
+ * plain.c once the first pickle is the magic number (PyTorch 0.1.10 .. 1.5, and any later
  * torch.save with _use_new_zipfile_serialization=False).
  *
  *   pickle  magic number 0x1950a86a20f9469cfc6c
@@ -13,7 +14,7 @@
  * Storage data is little-endian.  The element count in the file must equal
  * the one the pickle declared.
  */
-#include "internal.h"
+#include "formats.h"
 
 #include <string.h>
 
@@ -21,7 +22,7 @@
 
 static ckpt_value *legacy_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
     (void)ud;
-    return ck_storage_pid(f, pid, pos, true, NULL, err);
+    return ck_storage_pid(f, pid, pos, true, NULL, err); /* storages by key */
 }
 
 /* Is this the magic number pickle?  (Used to tell legacy from plain.) */
@@ -33,26 +34,26 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_LEGACY;
     uint64_t off = 0, used;
     ckpt_value *v;
-    CK_TRY(ck_pickle_at(f, off, f->src.size, "legacy:magic", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:magic", NULL, NULL, &v, &used, err));
     if (!ck_legacy_magic(v)) return ck_fail(err, CKPT_E_FORMAT, 0, "legacy stream: bad magic number");
     off += used;
     int64_t pos = (int64_t)off;
-    CK_TRY(ck_pickle_at(f, off, f->src.size, "legacy:protocol", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:protocol", NULL, NULL, &v, &used, err));
     int64_t proto;
     if (!ck_as_int(v, &proto) || proto != 1001)
         return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: protocol version is not 1001");
     f->version = "1001";
     off += used;
     pos = (int64_t)off;
-    CK_TRY(ck_pickle_at(f, off, f->src.size, "legacy:sys_info", NULL, NULL, &v, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:sys_info", NULL, NULL, &v, &used, err));
     if (v->kind != CKPT_V_DICT) return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: sys_info is not a dict");
     off += used;
     f->pickle_label = "legacy:object";
-    CK_TRY(ck_pickle_at(f, off, f->src.size, "legacy:object", legacy_pid, NULL, &f->root, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:object", legacy_pid, NULL, &f->root, &used, err));
     off += used;
     pos = (int64_t)off;
     ckpt_value *keys;
-    CK_TRY(ck_pickle_at(f, off, f->src.size, "legacy:storage keys", NULL, NULL, &keys, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:storage keys", NULL, NULL, &keys, &used, err));
     off += used;
     if (keys->kind != CKPT_V_LIST && keys->kind != CKPT_V_TUPLE)
         return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: storage key list is not a list");
@@ -94,7 +95,7 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
         off += s->pub.nbytes;
     }
     ck_win_free(&w);
-    if (off < f->src.size) CK_TRY(ck_note(f, "legacy stream: %llu bytes after the last storage",
+    if (off < f->src.size) CK_TRY(ck_note(&f->pk, "legacy stream: %llu bytes after the last storage",
                                           (unsigned long long)(f->src.size - off)));
     /* views take their place from their root; every root must have data */
     for (size_t i = 0; i < f->nstorages; i++) {

@@ -1,33 +1,17 @@
 /*
- * catalogue.c - opening a checkpoint and the tensors in it.
+ * catalogue.c - layer 3 (torch): the tensors of an open file.
  *
- * ckpt_open*() picks the container from the content, lets it run its
- * pickle(s), then walks the value tree once to name the tensors (dict keys
- * and list indices joined by '.', a full-model save read as its state_dict)
- * and checks every tensor's extent against its storage.  Reads resolve views
- * and strides here, asking the container for storage bytes.
+ * Once a container has run its pickle(s), the value tree is walked once to
+ * name the tensors (dict keys and list indices joined by '.', a full-model
+ * save read as its state_dict) and every tensor's extent is checked against
+ * its storage.  The one tensor validator lives here too.  Reads resolve
+ * views and strides here, asking the container for storage bytes.
  */
-#include "internal.h"
+#include "torch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-bool ck_legacy_magic(const ckpt_value *v);
-
-void ckpt_options_init(ckpt_options *o) {
-    memset(o, 0, sizeof *o);
-    o->max_pickle_bytes = CKPT_DEFAULT_MAX_PICKLE_BYTES;
-    o->max_tensor_bytes = CKPT_DEFAULT_MAX_TENSOR_BYTES;
-    o->max_ops = CKPT_DEFAULT_MAX_OPS;
-    o->max_stack = CKPT_DEFAULT_MAX_STACK;
-    o->max_depth = CKPT_DEFAULT_MAX_DEPTH;
-    o->max_memo = CKPT_DEFAULT_MAX_MEMO;
-    o->max_expansion = CKPT_DEFAULT_MAX_EXPANSION;
-    o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
-    o->max_rank = CKPT_DEFAULT_MAX_RANK;
-    o->max_memory = CKPT_DEFAULT_MAX_MEMORY;
-}
 
 const char *ckpt_format_name(ckpt_format fmt) {
     switch (fmt) {
@@ -133,14 +117,6 @@ static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth) {
     return 0;
 }
 
-const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key) {
-    if (!d || d->kind != CKPT_V_DICT) return NULL;
-    const ckpt_value *found = NULL;
-    for (size_t i = 0; i + 1 < d->u.seq.n; i += 2)
-        if (ck_is_str(d->u.seq.v[i], key)) found = d->u.seq.v[i + 1]; /* last wins */
-    return found;
-}
-
 static bool in_set(const ckpt_value *set, const ckpt_value *k) {
     if (!set || k->kind != CKPT_V_STR) return false;
     if (set->kind == CKPT_V_OBJECT) set = set->u.obj->args && set->u.obj->args->u.seq.n ? set->u.obj->args->u.seq.v[0] : NULL;
@@ -189,10 +165,10 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     if (depth > w->f->opt.max_depth)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'%s", w->f->opt.max_depth,
                        w->name ? w->name : "", w->f->opt.max_depth < 2048 ? " (max_depth)" : "");
-    if (++w->visits > ck_budget(w->f, w->f->pickle_bytes))
+    if (++w->visits > ck_budget(w->f->opt.max_expansion, w->f->pk.pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, -1,
                        "walking the object visits more than %llu values (shared references expand too much; max_expansion)",
-                       (unsigned long long)ck_budget(w->f, w->f->pickle_bytes));
+                       (unsigned long long)ck_budget(w->f->opt.max_expansion, w->f->pk.pickle_bytes));
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     if (w->onpath[v->id]) { /* being walked above (a cycle), or known to hold no tensor */
@@ -290,9 +266,38 @@ int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err) {
     return 0;
 }
 
+/* The one tensor validator, for pickled rebuilds and TAR records alike:
+ * the element count and byte size of a tensor whose shape and stride were
+ * read (non-negative, rank checked) by the caller.  shape/stride are arena
+ * arrays the tensor keeps. */
+int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim, const int64_t *shape,
+                  const int64_t *stride, int64_t offset, int64_t pos, ck_tdef **out, ckpt_error *err) {
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel))
+            return ck_fail(err, CKPT_E_LIMIT, pos, "tensor element count overflows");
+    uint64_t nbytes;
+    if (ck_mul_ovf(numel, ck_dtype_size(dtype), &nbytes)) /* max_tensor_bytes: checked on reading */
+        return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit (its byte count "
+                       "overflows 64 bits)", (unsigned long long)numel);
+    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
+    if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
+    CK_TRY(ck_add_tdef(f, t, err));
+    t->storage = storage;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->shape = (int64_t *)shape;
+    t->stride = (int64_t *)stride;
+    t->offset = offset;
+    t->numel = numel;
+    t->offset_pos = pos;
+    *out = t;
+    return 0;
+}
+
 static int emit(walker *w, const ckpt_value *v) {
     ckpt_file *f = w->f;
-    ck_tdef *t = v->u.t;
+    ck_tdef *t = ck_tdef_of(v);
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)", f->opt.max_entries);
@@ -303,10 +308,10 @@ static int emit(walker *w, const ckpt_value *v) {
      * again under another name (shared references) costs more, so that
      * sharing cannot multiply the listings. */
     w->visits += 24 + w->len / 8 + (t->listed ? 256 : 0);
-    if (w->visits > ck_budget(f, f->pickle_bytes))
+    if (w->visits > ck_budget(f->opt.max_expansion, f->pk.pickle_bytes))
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
                        "listing the tensors takes more than %llu steps (shared references expand too much; "
-                       "names too long; max_expansion)", (unsigned long long)ck_budget(f, f->pickle_bytes));
+                       "names too long; max_expansion)", (unsigned long long)ck_budget(f->opt.max_expansion, f->pk.pickle_bytes));
     CK_TRY(check_extent(w, t, name));
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
@@ -359,7 +364,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT || f->opt.skip_tensors)
         return 0; /* TorchScript weights: later work */
     walker w = {.f = f, .err = err};
-    w.onpath = calloc(f->next_id ? f->next_id : 1, sizeof *w.onpath);
+    w.onpath = calloc(f->pk.next_id ? f->pk.next_id : 1, sizeof *w.onpath);
     w.cycle_min = UINT32_MAX;
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     int r = walk(&w, f->sel, 0);
@@ -380,140 +385,6 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
     free(w.onpath);
     free(w.name);
     return r;
-}
-
-/* ---- open / close ------------------------------------------------------- */
-
-static bool pickle_start(uint8_t b) {
-    return b == 0x80 || (b != 0 && strchr("(]})NIJKLFSVUXTcdlt", b) != NULL);
-}
-
-static int open_plain(ckpt_file *f, ckpt_error *err) {
-    uint64_t used;
-    ckpt_value *v;
-    f->pickle_label = "pickle";
-    CK_TRY(ck_pickle_at(f, 0, f->src.size, "pickle", NULL, NULL, &v, &used, err));
-    if (ck_legacy_magic(v)) {
-        f->nglobals = 0;
-        f->nnotes = 0;
-        return ck_legacy_open(f, err);
-    }
-    f->format = CKPT_FORMAT_PICKLE;
-    f->root = v;
-    if (used < f->src.size)
-        CK_TRY(ck_note(f, "pickle: %llu bytes after STOP", (unsigned long long)(f->src.size - used)));
-    return 0;
-}
-
-static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err) {
-    ckpt_error local;
-    if (!err) err = &local;
-    err->code = CKPT_OK;
-    err->offset = -1;
-    err->message[0] = 0;
-    if (opt) f->opt = *opt;
-    else ckpt_options_init(&f->opt);
-    if (f->opt.max_rank > 64) f->opt.max_rank = 64;
-    if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
-    ck_mem_allow(f, 0);
-    if (f->opt.key) {
-        f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
-        f->opt.key = f->key_copy;
-    }
-    f->version = "";
-    f->root_name = "";
-    uint8_t head[512];
-    size_t hn = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
-    int r;
-    if (f->src.size == 0) {
-        r = ck_fail(err, CKPT_E_FORMAT, 0, "file is empty");
-    } else if (ck_read(&f->src, 0, head, hn, "file header", err)) {
-        r = -1;
-    } else if (hn >= 4 && ck_le32(head) == 0x04034b50u) {
-        r = ck_zip_open(f, err);
-    } else if (ck_tar_bid(head, hn)) {
-        r = ck_tar_open(f, err);
-    } else if (pickle_start(head[0])) {
-        r = open_plain(f, err);
-    } else {
-        r = ck_fail(err, CKPT_E_FORMAT, 0,
-                    "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header (first byte 0x%02x)",
-                    head[0]);
-    }
-    if (r == 0) r = ck_catalogue(f, err);
-    if (r != 0) ck_mem_blame(f, err);
-    if (r != 0 && f->zip) ck_zip_blame_damage(f, err);
-    if (r != 0) {
-        ckpt_close(f);
-        return NULL;
-    }
-    return f;
-}
-
-static ckpt_file *new_file(ckpt_error *err) {
-    ckpt_file *f = calloc(1, sizeof *f);
-    if (!f) ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    else f->src.fd = -1;
-    return f;
-}
-
-ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err) {
-    if (!path) {
-        ck_fail(err, CKPT_E_ARG, -1, "no path given");
-        return NULL;
-    }
-    ckpt_file *f = new_file(err);
-    if (!f) return NULL;
-    if (ck_source_open_path(&f->src, path, opt && opt->use_mmap, err)) {
-        free(f);
-        return NULL;
-    }
-    return finish_open(f, opt, err);
-}
-
-ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt, ckpt_error *err) {
-    if (!data && size) {
-        ck_fail(err, CKPT_E_ARG, -1, "no data given");
-        return NULL;
-    }
-    ckpt_file *f = new_file(err);
-    if (!f) return NULL;
-    ck_source_memory(&f->src, data ? data : "", size);
-    return finish_open(f, opt, err);
-}
-
-ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, ckpt_error *err) {
-    if (!reader || !reader->read) {
-        ck_fail(err, CKPT_E_ARG, -1, "no reader given");
-        if (reader && reader->close) reader->close(reader->opaque);
-        return NULL;
-    }
-    ckpt_file *f = new_file(err);
-    if (!f) {
-        if (reader->close) reader->close(reader->opaque);
-        return NULL;
-    }
-    ck_source_reader(&f->src, reader);
-    return finish_open(f, opt, err);
-}
-
-void ckpt_close(ckpt_file *f) {
-    if (!f) return;
-    ck_source_close(&f->src);
-    ck_map_free(&f->storage_keys);
-    ck_map_free(&f->tensor_names);
-    ck_map_free(&f->zip_names);
-    free(f->storages);
-    free(f->tensors);
-    free(f->tdefs);
-    free(f->globals);
-    free(f->notes);
-    free(f->zip);
-    free(f->zip_storage);
-    free(f->zip_data_num);
-    ck_inflater_free(f->inflater);
-    ck_arena_free(&f->arena);
-    free(f);
 }
 
 /* ---- accessors ---------------------------------------------------------- */
@@ -544,17 +415,22 @@ size_t ckpt_storage_count(const ckpt_file *f) { return f ? f->nstorages : 0; }
 const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i) {
     return f && i < f->nstorages ? &f->storages[i].pub : NULL;
 }
-size_t ckpt_global_count(const ckpt_file *f) { return f ? f->nglobals : 0; }
+size_t ckpt_global_count(const ckpt_file *f) { return f ? f->pk.nglobals : 0; }
 const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i) {
-    return f && i < f->nglobals ? &f->globals[i] : NULL;
+    return f && i < f->pk.nglobals ? &f->pk.globals[i] : NULL;
 }
-size_t ckpt_note_count(const ckpt_file *f) { return f ? f->nnotes : 0; }
-const char *ckpt_note_at(const ckpt_file *f, size_t i) { return f && i < f->nnotes ? f->notes[i] : NULL; }
+size_t ckpt_note_count(const ckpt_file *f) { return f ? f->pk.nnotes : 0; }
+const char *ckpt_note_at(const ckpt_file *f, size_t i) { return f && i < f->pk.nnotes ? f->pk.notes[i] : NULL; }
+const ckpt_storage *ckpt_value_storage(const ckpt_file *f, const ckpt_value *v) {
+    if (!f || !v || v->kind != CKPT_V_STORAGE || v->u.handle >= f->nstorages) return NULL;
+    return &f->storages[v->u.handle].pub;
+}
 const ckpt_value *ckpt_root(const ckpt_file *f) { return f ? f->sel : NULL; }
 const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v) {
     if (!f || !v || v->kind != CKPT_V_TENSOR) return NULL;
-    if (v->u.t->listed) return &f->tensors[v->u.t->listed - 1];
-    return v->u.t->desc;
+    const ck_tdef *t = ck_tdef_of(v);
+    if (t->listed) return &f->tensors[t->listed - 1];
+    return t->desc;
 }
 
 /* ---- reads -------------------------------------------------------------- */
@@ -582,7 +458,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     size_t es = ck_dtype_size(t->dtype);
     if (e0 >= e1) return 0;
     if (t->contiguous)
-        return ck_storage_bytes(f, s, ((uint64_t)t->storage_offset + e0) * es, out, (size_t)((e1 - e0) * es), err);
+        return ck_storage_read(f, s, ((uint64_t)t->storage_offset + e0) * es, out, (size_t)((e1 - e0) * es), err);
     /* innermost contiguous run: dims k..ndim-1 */
     uint32_t k = t->ndim;
     uint64_t run = 1;
@@ -602,13 +478,13 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         roff += rs->view_off;
         rs = &f->storages[rs->root];
     }
-    bool stored = rs->method != 8;
+    bool stored = !rs->packed;
     if (f->src.map && stored) {
         base = f->src.map + rs->data_off + roff + span_lo * es;
     } else if (span <= (e1 - e0) * es * 4 + ((uint64_t)1 << 20) || !stored) {
         if (span > SIZE_MAX || !(tmp = malloc((size_t)span)))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory reading a strided tensor");
-        if (ck_storage_bytes(f, s, span_lo * es, tmp, (size_t)span, err)) {
+        if (ck_storage_read(f, s, span_lo * es, tmp, (size_t)span, err)) {
             free(tmp);
             return -1;
         }
@@ -632,7 +508,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         size_t nb = (size_t)(take * es);
         if (base) {
             memcpy(out, base + src_el * es, nb);
-        } else if ((rc = ck_storage_bytes(f, s, ((uint64_t)t->storage_offset + src_el) * es, out, nb, err))) {
+        } else if ((rc = ck_storage_read(f, s, ((uint64_t)t->storage_offset + src_el) * es, out, nb, err))) {
             break;
         }
         out += nb;
@@ -721,18 +597,3 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
     return f->src.map + t->file_offset;
 }
 
-int ck_zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err);
-
-int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
-    if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
-    if (f->format == CKPT_FORMAT_ZIP || f->format == CKPT_FORMAT_TORCHSCRIPT) return ck_zip_verify(f, note, ctx, err);
-    if (note) {
-        if (f->format == CKPT_FORMAT_LEGACY)
-            note(ctx, "legacy stream: no checksums; storage element counts and sizes checked");
-        else if (f->format == CKPT_FORMAT_TAR)
-            note(ctx, "tar: header checksums, storage counts and tensor extents checked; data has no checksums");
-        else
-            note(ctx, "plain pickle: parsed to STOP; no checksums");
-    }
-    return 0;
-}

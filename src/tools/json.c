@@ -1,5 +1,6 @@
 /*
- * json.c - ckpt_value_to_json(): write a value tree as JSON.
+ * json.c - tools (on the public API only): ckpt_value_to_json(), write a
+ * value tree as JSON.
  *
  * Built only on the public value accessors of ckpt.h.  Output rules:
  *   None -> null, bool -> true/false, INT -> integer, BIGINT -> its digits,

@@ -1,0 +1,162 @@
+/*
+ * common.h - layer 1 of libckpt: what every layer shares and nothing above
+ * it knows of pickles or torch.  Errors, checked arithmetic, little-endian
+ * loads, the arena and its memory charge, the one hash map, growable arrays,
+ * byte sources.  Not installed.
+ *
+ * Layers (each calls only those below it; src/<layer>/ holds each):
+ *   formats  one file per container behind one ops table, and a registry
+ *   torch    what torch's pickles mean: rebuilds, storages, dtypes, naming
+ *   pickle   the generic pickle machine, extended through hooks
+ *   common   this
+ * src/tools/ sits on the public API only (json.c).
+ */
+#ifndef CKPT_COMMON_H
+#define CKPT_COMMON_H
+
+#define CKPT_BUILDING 1
+#include "ckpt.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define CK_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CK_PRINTF(a, b)
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Fill err (may be NULL) and return -1. */
+int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
+            ...) CK_PRINTF(4, 5);
+#define CK_TRY(x)              \
+    do {                       \
+        if ((x) != 0) return -1; \
+    } while (0)
+
+/* ---- checked arithmetic (true on overflow) ---------------------------- */
+static inline bool ck_add_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
+static inline bool ck_mul_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+
+/* Little-endian loads from byte pointers. */
+static inline uint16_t ck_le16(const uint8_t *p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t ck_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+static inline uint64_t ck_le64(const uint8_t *p) {
+    return (uint64_t)ck_le32(p) | ((uint64_t)ck_le32(p + 4) << 32);
+}
+
+/* ---- arena: every value, name and table of one open file --------------- */
+typedef struct ck_block ck_block;
+typedef struct ck_arena {
+    ck_block *head;
+    uint64_t total;   /* bytes obtained for blocks */
+    uint64_t outside; /* bytes charged from outside: pickle stack, memo, buffers */
+    uint64_t limit;   /* total + outside may not pass it (max_memory); 0: none */
+    uint64_t peak;    /* highest total + outside */
+    bool over;        /* something was refused for the limit */
+} ck_arena;
+
+void *ck_alloc(ck_arena *a, size_t n);          /* zeroed, 8-aligned; NULL on OOM */
+void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
+char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
+void ck_arena_free(ck_arena *a);
+/* Memory held outside the arena but counted against its limit: 0, or -1
+ * (and `over` set) when `n` more bytes would pass the limit. */
+int ck_mem_charge(ck_arena *a, uint64_t n);
+void ck_mem_release(ck_arena *a, uint64_t n);
+
+/* ---- string -> index hash map (arena backed, insertion ordered ids) ---- */
+typedef struct ck_map_slot {
+    uint64_t hash;
+    size_t idx; /* entry index + 1, 0 = empty */
+} ck_map_slot;
+typedef struct ck_map_entry {
+    const char *key;
+    size_t len, val;
+} ck_map_entry;
+typedef struct ck_map {
+    ck_map_slot *slots;
+    ck_map_entry *entries;
+    size_t count, cap; /* cap is a power of two */
+} ck_map;
+/* Find: returns true and *val when present. */
+bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val);
+/* Insert (key must outlive the map).  Returns -1 on OOM. */
+int ck_map_put(ck_map *m, const char *k, size_t n, size_t val);
+/* Insert unless present: 0 inserted, 1 present (*val gets its value), -1 OOM. */
+int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
+void ck_map_free(ck_map *m);
+
+
+/* Grow a malloc'd array so it can hold `need` items (checked). */
+int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
+/* ck_grow, charging the growth to `a` first (see ck_mem_charge). */
+int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
+               ckpt_error *err);
+
+/* The memory limit: max_memory, plus CK_MEM_PER_BYTE for every byte past
+ * the first CK_MEM_FREE_BYTES of the pickles run so far (counting at most
+ * the input's size, so an inflated pickle earns nothing).  Only grows. */
+#define CK_MEM_PER_BYTE 24u
+#define CK_MEM_FREE_BYTES ((uint64_t)16 << 20)
+void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes);
+/* After a failure: an out-of-memory error caused by the limit becomes a
+ * limit error that names it. */
+void ck_mem_blame(const ck_arena *a, ckpt_error *err);
+
+/* The expansion budget: max_expansion plus half a step per pickle byte, so
+ * that a big honest state dict (about 0.3 steps per byte) always fits while
+ * sharing tricks in a small file still run out. */
+static inline uint64_t ck_budget(uint64_t max_expansion, uint64_t pickle_bytes) {
+    uint64_t b = max_expansion + pickle_bytes / 2;
+    return b < max_expansion ? UINT64_MAX : b;
+}
+
+/* ---- source: every byte from the file enters here ---------------------- */
+typedef struct ck_source {
+    int (*read)(void *opaque, uint64_t off, void *buf, size_t n);
+    void (*close)(void *opaque);
+    void *opaque;
+    uint64_t size;
+    const uint8_t *map; /* the whole file when in memory or mapped, else NULL */
+    size_t map_len;     /* for munmap */
+    int fd;             /* owned fd or -1 */
+    bool mapped;        /* map came from mmap */
+} ck_source;
+
+int ck_source_open_path(ck_source *s, const char *path, bool use_mmap,
+                        ckpt_error *err);
+void ck_source_memory(ck_source *s, const void *data, size_t size);
+void ck_source_reader(ck_source *s, const ckpt_reader *r);
+void ck_source_close(ck_source *s);
+/* Read exactly n bytes at off; a range outside the file is a format error
+ * naming `what`. */
+int ck_read(const ck_source *s, uint64_t off, void *buf, size_t n,
+            const char *what, ckpt_error *err);
+
+/* A sliding read window: many small records read with few syscalls. */
+typedef struct ck_window {
+    const ck_source *src;
+    uint8_t *buf;
+    size_t cap, len;
+    uint64_t off;
+} ck_window;
+/* Pointer to n bytes at off (valid until the next call), or NULL + err. */
+const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what,
+                      ckpt_error *err);
+void ck_win_free(ck_window *w);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * formats.h - layer 4 of libckpt: the containers.  One file per container
+ * behind one ops table, chosen by a registry that asks each to bid on the
+ * first bytes (open.c), in the manner of libarchive's format readers.  A
+ * container finds the pickle(s) and where each storage's bytes are, runs
+ * the pickles through torch/, and answers storage reads.  Adding a
+ * container: one file here and one line in open.c's registry.
+ * Not installed.
+ */
+#ifndef CKPT_FORMATS_H
+#define CKPT_FORMATS_H
+
+#include "../torch/torch.h"
+
+typedef struct ck_format {
+    const char *name;
+    /* Claim the file from its first n bytes (n <= 512) and size: 0 no. */
+    int (*bid)(const uint8_t *head, size_t n, uint64_t size);
+    /* Index the file, run its pickles (f->root), set f->format. */
+    int (*open)(ckpt_file *f, ckpt_error *err);
+    /* Bytes [off, off+n) of root storage s (range checked); NULL: the bytes
+     * are stored as they are at s->data_off. */
+    int (*storage_read)(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                        ckpt_error *err);
+    /* Check what the container can check (CRCs); NULL: nothing more. */
+    int (*verify)(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err);
+    /* After a failed open: replace err by a likelier cause; NULL: none. */
+    void (*blame)(ckpt_file *f, ckpt_error *err);
+    /* Free f->fmt_state. */
+    void (*close)(ckpt_file *f);
+} ck_format;
+
+extern const ck_format ck_format_zip;    /* torch_zip.c: torch.save since 1.6, torch.jit.save */
+extern const ck_format ck_format_tar;    /* tar.c: torch.save before 0.1.10 */
+extern const ck_format ck_format_pickle; /* plain.c: a bare pickle, or the legacy stream */
+
+/* legacy.c: the legacy stream, once the first pickle showed its magic. */
+int ck_legacy_open(ckpt_file *f, ckpt_error *err);
+/* Is this pickled value the legacy stream's magic number? */
+bool ck_legacy_magic(const ckpt_value *v);
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * open.c - layer 4 (formats): the registry of containers, opening and
+ * closing a file.  ckpt_open*() reads the first bytes, asks each container
+ * in turn to bid, lets the winner index the file and run its pickles, then
+ * has torch/ name the tensors and check their extents.
+ */
+#include "formats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The registry: asked in this order; the first bid wins. */
+static const ck_format *const registry[] = {
+    &ck_format_zip,
+    &ck_format_tar,
+    &ck_format_pickle,
+};
+
+static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err) {
+    ckpt_error local;
+    if (!err) err = &local;
+    err->code = CKPT_OK;
+    err->offset = -1;
+    err->message[0] = 0;
+    if (opt) f->opt = *opt;
+    else ckpt_options_init(&f->opt);
+    if (f->opt.max_rank > 64) f->opt.max_rank = 64;
+    if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
+    ck_torch_init(f);
+    ck_mem_allow(&f->arena, f->opt.max_memory, f->src.size, 0);
+    if (f->opt.key) {
+        f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
+        f->opt.key = f->key_copy;
+    }
+    f->version = "";
+    f->root_name = "";
+    uint8_t head[512];
+    size_t hn = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
+    int r;
+    if (f->src.size == 0) {
+        r = ck_fail(err, CKPT_E_FORMAT, 0, "file is empty");
+    } else if (ck_read(&f->src, 0, head, hn, "file header", err)) {
+        r = -1;
+    } else {
+        for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+            if (registry[i]->bid(head, hn, f->src.size)) {
+                f->fmt = registry[i];
+                f->storage_read = registry[i]->storage_read;
+                break;
+            }
+        if (f->fmt)
+            r = f->fmt->open(f, err);
+        else
+            r = ck_fail(err, CKPT_E_FORMAT, 0,
+                        "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header (first byte 0x%02x)",
+                        head[0]);
+    }
+    if (r == 0) r = ck_catalogue(f, err);
+    if (r != 0) ck_mem_blame(&f->arena, err);
+    if (r != 0 && f->fmt && f->fmt->blame) f->fmt->blame(f, err);
+    if (r != 0) {
+        ckpt_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+static ckpt_file *new_file(ckpt_error *err) {
+    ckpt_file *f = calloc(1, sizeof *f);
+    if (!f) ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    else f->src.fd = -1;
+    return f;
+}
+
+ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err) {
+    if (!path) {
+        ck_fail(err, CKPT_E_ARG, -1, "no path given");
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) return NULL;
+    if (ck_source_open_path(&f->src, path, opt && opt->use_mmap, err)) {
+        free(f);
+        return NULL;
+    }
+    return finish_open(f, opt, err);
+}
+
+ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt, ckpt_error *err) {
+    if (!data && size) {
+        ck_fail(err, CKPT_E_ARG, -1, "no data given");
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) return NULL;
+    ck_source_memory(&f->src, data ? data : "", size);
+    return finish_open(f, opt, err);
+}
+
+ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, ckpt_error *err) {
+    if (!reader || !reader->read) {
+        ck_fail(err, CKPT_E_ARG, -1, "no reader given");
+        if (reader && reader->close) reader->close(reader->opaque);
+        return NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) {
+        if (reader->close) reader->close(reader->opaque);
+        return NULL;
+    }
+    ck_source_reader(&f->src, reader);
+    return finish_open(f, opt, err);
+}
+
+void ckpt_close(ckpt_file *f) {
+    if (!f) return;
+    if (f->fmt && f->fmt->close) f->fmt->close(f);
+    ck_source_close(&f->src);
+    ck_map_free(&f->storage_keys);
+    ck_map_free(&f->tensor_names);
+    free(f->storages);
+    free(f->tensors);
+    free(f->tdefs);
+    ck_unpickler_free(&f->pk);
+    ck_arena_free(&f->arena);
+    free(f);
+}
+
+int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
+    if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (f->fmt && f->fmt->verify) return f->fmt->verify(f, note, ctx, err);
+    if (note) {
+        if (f->format == CKPT_FORMAT_LEGACY)
+            note(ctx, "legacy stream: no checksums; storage element counts and sizes checked");
+        else if (f->format == CKPT_FORMAT_TAR)
+            note(ctx, "tar: header checksums, storage counts and tensor extents checked; data has no checksums");
+        else
+            note(ctx, "plain pickle: parsed to STOP; no checksums");
+    }
+    return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * pickle.h - layer 2 of libckpt: a generic pickle machine.  Protocols 0-5,
+ * stack, memo, limits, inert values.  It knows Python, not torch: what a
+ * GLOBAL means beyond Python's builtins, what a persistent id stands for and
+ * what a call to an unknown callable returns are asked of hooks, in the
+ * manner of Python's Unpickler (find_class, persistent_load) plus `reduce`
+ * (interpret a call, or decline and leave an inert object) and `on_global`.
+ * Needs only common/.  Not installed.
+ */
+#ifndef CKPT_PICKLE_H
+#define CKPT_PICKLE_H
+
+#include "../common/common.h"
+
+/* ---- values ------------------------------------------------------------ */
+
+/* What the machine itself understands of a GLOBAL (Python's builtins and
+ * standard library).  A find_class hook may give any other global a tag
+ * from CK_TAG_HOOK up; the machine hands calls of those to `reduce`. */
+typedef enum ck_tag {
+    CK_TAG_UNKNOWN = 0,
+    CK_TAG_ORDEREDDICT,
+    CK_TAG_DEFAULTDICT,
+    CK_TAG_DICT,
+    CK_TAG_LIST,
+    CK_TAG_SET,
+    CK_TAG_FROZENSET,
+    CK_TAG_TUPLE,
+    CK_TAG_CODECS_ENCODE,
+    CK_TAG_BYTEARRAY,
+    CK_TAG_BYTES,
+    CK_TAG_COPYREG_RECONSTRUCTOR,
+    CK_TAG_COPYREG_NEWOBJ,
+    CK_TAG_HOOK = 32 /* first tag of a find_class hook */
+} ck_tag;
+
+/* The rarer parts of values live out of line, keeping a node at 40 bytes. */
+typedef struct ck_obj {
+    ckpt_value *callable;
+    ckpt_value *args, *state, *items, *list;
+    const char *refused; /* set by a reduce hook that declines on purpose */
+} ck_obj;
+typedef struct ck_global {
+    const char *module, *name;
+    size_t gref;        /* index in the unpickler's globals */
+    const char *note;   /* what find_class attached (a layout name, ...) */
+} ck_global;
+
+struct ckpt_value {
+    uint8_t kind;      /* ckpt_kind */
+    uint8_t gid;       /* ck_tag (or a hook's tag) for GLOBAL */
+    uint8_t aux;       /* GLOBAL: a hook's datum (a dtype, ...) */
+    uint8_t aux2;      /* GLOBAL: a hook's flag */
+    uint32_t id;       /* sequential per unpickler, for walks */
+    const char *cls;   /* DICT subclass / OBJECT class text / GLOBAL "mod.name" */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct { char *p; size_t n; } s;                 /* STR BYTES BIGINT */
+        struct { ckpt_value **v; size_t n, cap; } seq;   /* LIST TUPLE SET; DICT: 2n */
+        ck_obj *obj;                                      /* OBJECT */
+        ck_global *g;                                     /* GLOBAL */
+        void *ext;                                        /* made by a hook (TENSOR) */
+        size_t handle;                                    /* made by a hook (STORAGE) */
+    } u;
+};
+
+/* ---- the unpickler: what the pickles of one input share ----------------- */
+
+typedef struct ck_unpickler ck_unpickler;
+typedef struct ck_machine ck_machine; /* one running pickle (opaque) */
+
+typedef struct ck_pickle_hooks {
+    void *ud;
+    /* Classify a GLOBAL the machine does not know (module and name set, gid
+     * CK_TAG_UNKNOWN): set gid >= CK_TAG_HOOK, aux, aux2, u.g->note. */
+    void (*find_class)(void *ud, ckpt_value *g);
+    /* callable(*args) for a callable with a hook tag.  `newobj`: from NEWOBJ.
+     * 0 with *out: interpreted; 1: declined (an inert OBJECT is made);
+     * -1: error (set through ck_machine_fail). */
+    int (*reduce)(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj,
+                  ckpt_value **out);
+    /* A persistent id: the value it stands for, or NULL + err.  NULL hook:
+     * persistent ids are an error. */
+    ckpt_value *(*persistent_load)(void *pl_ud, ckpt_value *pid, int64_t pos, ckpt_error *err);
+    void *pl_ud;
+    /* Told of every global a pickle named, once the pickle is done. */
+    void (*on_global)(void *ctx, const ckpt_global_ref *g);
+    void *on_global_ctx;
+} ck_pickle_hooks;
+
+struct ck_unpickler {
+    ck_arena *arena;            /* values live here */
+    const ckpt_options *opt;    /* limits: max_ops, max_stack, max_entries,
+                                   max_pickle_bytes, max_expansion, max_memory */
+    uint64_t input_size;        /* bytes of the whole input (copy budget, memory) */
+    ck_pickle_hooks hooks;
+    uint32_t next_id;
+    uint64_t copies;            /* words copied out of shared values, all pickles */
+    uint64_t pickle_bytes;      /* bytes of the pickles run so far */
+    ckpt_global_ref *globals;   /* every global named, in order */
+    size_t nglobals, cap_globals;
+    const char **notes;
+    size_t nnotes, cap_notes;
+};
+
+void ck_unpickler_free(ck_unpickler *u); /* the globals and notes arrays */
+
+/* One pickle in memory. */
+typedef struct ck_pickle_in {
+    const uint8_t *buf;
+    size_t len;
+    bool more;            /* the pickle may continue past len (stream) */
+    int64_t base;         /* input offset of buf[0] (for errors); -1 unknown */
+    const char *label;    /* "data.pkl", "legacy:object", ... */
+} ck_pickle_in;
+
+/* Run one pickle.  Returns 0 and *out, *used (bytes consumed incl. STOP);
+ * 1 when the buffer ended before STOP and in->more is set (retry with more
+ * bytes; undo what the attempt recorded with ck_unpickler_mark/rewind);
+ * -1 on error. */
+int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, size_t *used,
+                  ckpt_error *err);
+
+/* ---- services of the running machine, for hooks ------------------------- */
+ck_unpickler *ck_machine_unpickler(ck_machine *m);
+int64_t ck_machine_pos(const ck_machine *m);          /* input offset of the opcode */
+ckpt_error *ck_machine_err(ck_machine *m);           /* where the run reports errors */
+/* Fail at the current opcode: fills the error, returns -1. */
+int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...) CK_PRINTF(3, 4);
+/* Charge `words` copied out of shared values against the expansion budget. */
+int ck_machine_copied(ck_machine *m, uint64_t words);
+/* callable(*args) as REDUCE would do it (hooks included). */
+int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out);
+/* A new LIST/TUPLE/SET with the items of src (a list, tuple or set):
+ * 0 and *out, 1 when src is none of those, -1 error. */
+int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out);
+
+/* ---- values: constructors and helpers ------------------------------------ */
+ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind);
+ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n);
+/* append to LIST/TUPLE/SET/DICT storage */
+int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item);
+bool ck_as_int(const ckpt_value *v, int64_t *out);
+bool ck_is_str(const ckpt_value *v, const char *s);
+/* STR or BYTES equal to s */
+bool ck_is_text(const ckpt_value *v, const char *s);
+/* d[key] for a DICT with STR keys, or NULL. */
+const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key);
+/* Add a note (kept with the unpickler; at most 1000).  0, or -1 on OOM. */
+int ck_note(ck_unpickler *u, const char *fmt, ...) CK_PRINTF(2, 3);
+
+#endif

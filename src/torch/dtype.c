@@ -1,0 +1,86 @@
+/*
+ * dtype.c - layer 3 (torch): the one dtype table.  Per dtype: its torch
+ * name, other torch spellings (torch.float, torch.half, ...), element size,
+ * byte-swap unit and legacy typed storage class.  Everything in the library
+ * that needs a dtype fact asks here.
+ */
+#include "torch.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;     /* torch.<name>, ckpt_dtype_name() */
+    const char *alias;    /* another torch.<alias> for it, or NULL */
+    uint8_t size, unit;   /* element bytes, swap unit */
+    const char *storage;  /* torch.<storage> (typed storage class), or NULL */
+} dtypes[CKPT_DTYPE_COUNT] = {
+    [CKPT_FLOAT64] = {"float64", "double", 8, 8, "DoubleStorage"},
+    [CKPT_FLOAT32] = {"float32", "float", 4, 4, "FloatStorage"},
+    [CKPT_FLOAT16] = {"float16", "half", 2, 2, "HalfStorage"},
+    [CKPT_BFLOAT16] = {"bfloat16", NULL, 2, 2, "BFloat16Storage"},
+    [CKPT_INT64] = {"int64", "long", 8, 8, "LongStorage"},
+    [CKPT_INT32] = {"int32", "int", 4, 4, "IntStorage"},
+    [CKPT_INT16] = {"int16", "short", 2, 2, "ShortStorage"},
+    [CKPT_INT8] = {"int8", NULL, 1, 1, "CharStorage"},
+    [CKPT_UINT8] = {"uint8", NULL, 1, 1, "ByteStorage"},
+    [CKPT_BOOL] = {"bool", NULL, 1, 1, "BoolStorage"},
+    [CKPT_COMPLEX64] = {"complex64", "cfloat", 8, 4, "ComplexFloatStorage"},
+    [CKPT_COMPLEX128] = {"complex128", "cdouble", 16, 8, "ComplexDoubleStorage"},
+    [CKPT_COMPLEX32] = {"complex32", "chalf", 4, 2, "ComplexHalfStorage"},
+    [CKPT_FLOAT8_E4M3FN] = {"float8_e4m3fn", NULL, 1, 1, NULL},
+    [CKPT_FLOAT8_E5M2] = {"float8_e5m2", NULL, 1, 1, NULL},
+    [CKPT_FLOAT8_E4M3FNUZ] = {"float8_e4m3fnuz", NULL, 1, 1, NULL},
+    [CKPT_FLOAT8_E5M2FNUZ] = {"float8_e5m2fnuz", NULL, 1, 1, NULL},
+    [CKPT_FLOAT8_E8M0FNU] = {"float8_e8m0fnu", NULL, 1, 1, NULL},
+    [CKPT_UINT16] = {"uint16", NULL, 2, 2, NULL},
+    [CKPT_UINT32] = {"uint32", NULL, 4, 4, NULL},
+    [CKPT_UINT64] = {"uint64", NULL, 8, 8, NULL},
+};
+
+/* Storage classes of quantized tensors: their bytes as plain integers. */
+static const struct {
+    const char *storage;
+    uint8_t dtype;
+} quantized_storages[] = {
+    {"QInt8Storage", CKPT_INT8},     {"QUInt8Storage", CKPT_UINT8},   {"QInt32Storage", CKPT_INT32},
+    {"QUInt4x2Storage", CKPT_UINT8}, {"QUInt2x4Storage", CKPT_UINT8},
+};
+
+static bool eq(const char *a, size_t an, const char *b) {
+    return b && strlen(b) == an && memcmp(a, b, an) == 0;
+}
+
+const char *ck_dtype_name(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].name : "unknown";
+}
+size_t ck_dtype_size(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+size_t ck_dtype_swap_unit(ckpt_dtype d) {
+    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].unit : 1;
+}
+const char *ckpt_dtype_name(ckpt_dtype d) { return ck_dtype_name(d); }
+size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
+
+int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d) {
+    for (unsigned i = 0; i < CKPT_DTYPE_COUNT; i++)
+        if (eq(name, n, dtypes[i].name) || eq(name, n, dtypes[i].alias)) {
+            *d = (ckpt_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d) {
+    for (unsigned i = 0; i < CKPT_DTYPE_COUNT; i++)
+        if (eq(name, n, dtypes[i].storage)) {
+            *d = (ckpt_dtype)i;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof quantized_storages / sizeof quantized_storages[0]; i++)
+        if (eq(name, n, quantized_storages[i].storage)) {
+            *d = (ckpt_dtype)quantized_storages[i].dtype;
+            return 0;
+        }
+    return -1;
+}

@@ -1,0 +1,305 @@
+/*
+ * rebuild.c - layer 3 (torch): the hooks that teach the pickle machine what
+ * torch's pickles mean, in the manner of torch's weights-only unpickler.
+ * find_class names the rebuild functions, storage classes, dtypes and the
+ * tensor kinds we refuse; reduce interprets the rebuild calls (checked
+ * arguments, then the one tensor validator) and torch.Size; it declines
+ * everything else, which stays an inert object.  Also: running a pickle of
+ * the file with these hooks (in memory or through a growing window).
+ */
+#include "torch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- find_class ------------------------------------------------------------ */
+
+static const struct {
+    const char *module, *name;
+    uint8_t tag;
+    const char *layout; /* for refused rebuilds */
+} torch_globals[] = {
+    {"torch._utils", "_rebuild_tensor", G_REBUILD_TENSOR, NULL},
+    {"torch._utils", "_rebuild_tensor_v2", G_REBUILD_TENSOR_V2, NULL},
+    {"torch._utils", "_rebuild_tensor_v3", G_REBUILD_TENSOR_V3, NULL},
+    {"torch._utils", "_rebuild_parameter", G_REBUILD_PARAMETER, NULL},
+    {"torch._utils", "_rebuild_parameter_with_state", G_REBUILD_PARAMETER_STATE, NULL},
+    {"torch._tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, NULL},
+    {"torch.tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, NULL},
+    {"torch._utils", "_rebuild_sparse_tensor", G_REFUSED, "sparse"},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", G_REFUSED, "sparse_csr"},
+    {"torch._utils", "_rebuild_qtensor", G_REFUSED, "quantized"},
+    {"torch._utils", "_rebuild_nested_tensor", G_REFUSED, "nested"},
+    {"torch._utils", "_rebuild_wrapper_subclass", G_REFUSED, "wrapper subclass"},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", G_REFUSED, "meta (no storage)"},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", G_REFUSED, "numpy-backed device"},
+    {"torch._utils", "_rebuild_xla_tensor", G_REFUSED, "xla"},
+    {"torch._utils", "_rebuild_mlc_tensor", G_REFUSED, "mlc"},
+    {"torch._utils", "_rebuild_tensor_from_dtensor", G_REFUSED, "dtensor"},
+    {"torch", "Size", G_TORCH_SIZE, NULL},
+    {"torch", "Tensor", G_TENSOR_CLASS, NULL},
+    {"torch._tensor", "Tensor", G_TENSOR_CLASS, NULL},
+    {"torch.nn.parameter", "Parameter", G_TENSOR_CLASS, NULL},
+    {"torch", "UntypedStorage", G_STORAGE_CLASS, NULL},
+    {"torch.storage", "UntypedStorage", G_STORAGE_CLASS, NULL},
+    {"torch.storage", "_UntypedStorage", G_STORAGE_CLASS, NULL},
+};
+
+static bool eq(const char *a, size_t an, const char *b) {
+    return strlen(b) == an && memcmp(a, b, an) == 0;
+}
+
+static void find_class(void *ud, ckpt_value *g) {
+    (void)ud;
+    const char *m = g->u.g->module, *n = g->u.g->name;
+    size_t mn = strlen(m), nn = strlen(n);
+    for (size_t i = 0; i < sizeof torch_globals / sizeof torch_globals[0]; i++)
+        if (eq(m, mn, torch_globals[i].module) && eq(n, nn, torch_globals[i].name)) {
+            g->gid = torch_globals[i].tag;
+            if (g->gid == G_STORAGE_CLASS) { /* untyped: bytes */
+                g->aux = CKPT_UINT8;
+                g->aux2 = 1;
+            }
+            g->u.g->note = torch_globals[i].layout;
+            return;
+        }
+    ckpt_dtype d;
+    if ((eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) && ck_dtype_by_storage_class(n, nn, &d) == 0) {
+        g->gid = G_STORAGE_CLASS;
+        g->aux = (uint8_t)d;
+        return;
+    }
+    if (eq(m, mn, "torch") && ck_dtype_by_torch_name(n, nn, &d) == 0) {
+        g->gid = G_DTYPE;
+        g->aux = (uint8_t)d;
+    }
+}
+
+/* ---- reduce ---------------------------------------------------------------- */
+
+#define PFAIL(...) ck_machine_fail(m, CKPT_E_PICKLE, __VA_ARGS__)
+
+static bool is_seq(const ckpt_value *v) {
+    return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
+}
+
+static int int_list(ckpt_file *f, ck_machine *m, const ckpt_value *v, const char *what, uint32_t *n,
+                    int64_t **out) {
+    if (!is_seq(v)) return PFAIL("tensor %s is not a tuple", what);
+    if (v->u.seq.n > f->opt.max_rank || v->u.seq.n > 64)
+        return ck_machine_fail(m, CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u%s)", v->u.seq.n,
+                               f->opt.max_rank < 64 ? f->opt.max_rank : 64,
+                               v->u.seq.n <= 64 ? "; max_rank" : "");
+    *n = (uint32_t)v->u.seq.n;
+    *out = NULL;
+    if (!*n) return 0;
+    *out = ck_alloc(&f->arena, *n * sizeof **out);
+    if (!*out) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < *n; i++) {
+        if (!ck_as_int(v->u.seq.v[i], &(*out)[i])) return PFAIL("tensor %s has a non-integer entry", what);
+        if ((*out)[i] < 0) return PFAIL("tensor %s has a negative entry", what);
+    }
+    return 0;
+}
+
+static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t) {
+    ckpt_value *v = ck_new(&f->pk, CKPT_V_TENSOR);
+    if (v) v->u.ext = t;
+    return v;
+}
+
+/* The rebuild functions: (storage, offset, size, stride, [requires_grad,
+ * hooks], [dtype]). */
+static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid, ckpt_value **out) {
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
+    if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
+    if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
+    CK_TRY(ck_machine_copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
+    size_t si = a[0]->u.handle;
+    ck_storage *st = &f->storages[si];
+    ckpt_dtype dtype = st->pub.dtype;
+    if (gid == G_REBUILD_TENSOR_V3) {
+        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != G_DTYPE)
+            return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
+        dtype = (ckpt_dtype)a[6]->aux;
+        if (st->untyped && st->pub.dtype == CKPT_UINT8 && dtype != CKPT_UINT8)
+            st->pub.dtype = dtype; /* report the first view's dtype */
+    } else if (st->untyped) {
+        return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
+    }
+    int64_t offset;
+    if (!ck_as_int(a[1], &offset) || offset < 0) return PFAIL("tensor storage offset is not a non-negative integer");
+    uint32_t nd, nd2;
+    int64_t *shape, *stride;
+    CK_TRY(int_list(f, m, a[2], "size", &nd, &shape));
+    CK_TRY(int_list(f, m, a[3], "stride", &nd2, &stride));
+    if (nd2 != nd) return PFAIL("tensor size has %u entries but stride %u", nd, nd2);
+    ck_tdef *t;
+    CK_TRY(ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), &t, ck_machine_err(m)));
+    if (gid != G_REBUILD_TENSOR) {
+        int64_t rg = 0;
+        ck_as_int(a[4], &rg);
+        t->requires_grad = rg != 0;
+    }
+    if (!(*out = tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    return 0;
+}
+
+static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj,
+                        ckpt_value **out) {
+    ckpt_file *f = ud;
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    if (newobj) { /* torch.Size(...) is a tuple; other classes stay objects */
+        if (callable->gid != G_TORCH_SIZE || args->kind != CKPT_V_TUPLE) return 1;
+    }
+    switch (callable->gid) {
+    case G_REBUILD_TENSOR:
+    case G_REBUILD_TENSOR_V2:
+    case G_REBUILD_TENSOR_V3:
+        return rebuild_tensor(f, m, args, callable->gid, out);
+    case G_REBUILD_PARAMETER:
+    case G_REBUILD_PARAMETER_STATE:
+        if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
+            CK_TRY(ck_machine_copied(m, 16));
+            ck_tdef *t = ck_alloc_copy(&f->arena, a[0]->u.ext, sizeof *t);
+            ckpt_value *v = t ? tensor_value(f, t) : NULL;
+            if (!v) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+            CK_TRY(ck_add_tdef(f, t, ck_machine_err(m)));
+            t->desc = NULL;
+            int64_t rg = 0;
+            ck_as_int(a[1], &rg);
+            t->requires_grad = rg != 0;
+            t->listed = 0;
+            *out = v;
+            return 0;
+        }
+        return 1;
+    case G_REBUILD_FROM_TYPE_V2:
+        if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
+            (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 || a[0]->gid == G_REBUILD_TENSOR_V3 ||
+             a[0]->gid == G_REBUILD_PARAMETER || a[0]->gid == G_REFUSED))
+            return ck_machine_apply(m, a[0], a[2], out);
+        return 1;
+    case G_TORCH_SIZE:
+        if (n == 1) {
+            int r = ck_machine_seq_from(m, CKPT_V_TUPLE, a[0], out);
+            if (r <= 0) return r;
+        }
+        return 1;
+    default:
+        return 1; /* refused kinds and the rest: inert objects */
+    }
+}
+
+/* ---- running the file's pickles -------------------------------------------- */
+
+typedef struct pl_ctx {
+    ckpt_file *f;
+    ck_pid_fn pl;
+    void *ud;
+} pl_ctx;
+
+static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+    pl_ctx *c = ud;
+    return c->pl(c->f, c->ud, pid, pos, err);
+}
+
+void ck_torch_init(ckpt_file *f) {
+    f->pk.arena = &f->arena;
+    f->pk.opt = &f->opt;
+    f->pk.input_size = f->src.size;
+    f->pk.hooks.ud = f;
+    f->pk.hooks.find_class = find_class;
+    f->pk.hooks.reduce = torch_reduce;
+    f->pk.hooks.on_global = f->opt.on_global;
+    f->pk.hooks.on_global_ctx = f->opt.on_global_ctx;
+}
+
+int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, ckpt_value **out, size_t *used,
+                 ckpt_error *err) {
+    pl_ctx c = {f, pl, ud};
+    f->pk.hooks.persistent_load = pl ? persistent_load : NULL;
+    f->pk.hooks.pl_ud = &c;
+    int r = ck_pickle_run(&f->pk, in, out, used, err);
+    f->pk.hooks.persistent_load = NULL;
+    f->pk.hooks.pl_ud = NULL;
+    return r;
+}
+
+int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl, void *ud,
+                  ckpt_value **out, uint64_t *used, ckpt_error *err) {
+    if (end > f->src.size) end = f->src.size;
+    if (off >= end)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "missing pickle (%s)", label);
+    uint64_t avail = end - off;
+    uint64_t cap = avail < f->opt.max_pickle_bytes ? avail : f->opt.max_pickle_bytes;
+    ck_pickle_in in = {0};
+    in.base = (int64_t)off;
+    in.label = label;
+    if (f->src.map) { /* the bytes are already in memory */
+        in.buf = f->src.map + off;
+        in.len = (size_t)cap;
+        in.more = cap < avail; /* asking for more: the pickle goes past the size limit */
+        size_t u = 0;
+        int r = ck_torch_run(f, &in, pl, ud, out, &u, err);
+        if (r == 0) *used = u;
+        if (r == 1)
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
+                           label, (unsigned long long)f->opt.max_pickle_bytes);
+        return r == 0 ? 0 : -1;
+    }
+    /* Start small: a TAR member or a legacy stream holds many tiny pickles, and
+     * reading a big window for each would make the reads quadratic.  Growing
+     * 16-fold keeps re-parsing of a big pickle under 1/15 of its size. */
+    uint64_t win = cap < 512 ? cap : 512, held = 0;
+    uint8_t *buf = NULL;
+    int r;
+    for (;;) {
+        /* the window is charged to the memory limit while it is held */
+        if (ck_mem_charge(&f->arena, win - held)) {
+            r = ck_fail(err, CKPT_E_NOMEM, (int64_t)off, "out of memory");
+            break;
+        }
+        held = win;
+        uint8_t *nb = realloc(buf, (size_t)win);
+        if (!nb) {
+            r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            break;
+        }
+        buf = nb;
+        if (ck_read(&f->src, off, buf, (size_t)win, label, err)) {
+            r = -1;
+            break;
+        }
+        in.buf = buf;
+        in.len = (size_t)win;
+        in.more = win < avail;
+        size_t u = 0, ng = f->pk.nglobals, nn = f->pk.nnotes;
+        uint64_t copies = f->pk.copies;
+        r = ck_torch_run(f, &in, pl, ud, out, &u, err);
+        if (r == 0) *used = u;
+        if (r == 1 && win == cap) {
+            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
+                        label, (unsigned long long)f->opt.max_pickle_bytes);
+            break;
+        }
+        if (r != 1) {
+            if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
+                strstr(err->message, "truncated"))
+                r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
+                            "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
+                            label, (unsigned long long)f->opt.max_pickle_bytes);
+            break;
+        }
+        f->pk.nglobals = ng; /* forget what the cut-short attempt recorded */
+        f->pk.nnotes = nn;
+        f->pk.copies = copies; /* and what it copied: the same verdict as from memory */
+        win = win * 16 < cap ? win * 16 : cap; /* values built so far stay in the arena */
+    }
+    free(buf);
+    ck_mem_release(&f->arena, held);
+    return r == 0 ? 0 : -1;
+}

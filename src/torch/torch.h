@@ -1,0 +1,160 @@
+/*
+ * torch.h - layer 3 of libckpt: what torch's pickles mean.  The open file,
+ * the hooks that make the pickle machine build tensors and storages (the
+ * rebuild functions, storage classes, dtypes), the one dtype table, the one
+ * tensor validator (pickled rebuilds and TAR records alike), the storage
+ * table and its keys, state_dict naming, tensor reads.  Calls pickle/ and
+ * common/; a container is reached only through the ops table in
+ * ckpt_file.fmt (set by formats/).  Not installed.
+ */
+#ifndef CKPT_TORCH_H
+#define CKPT_TORCH_H
+
+#include "../pickle/pickle.h"
+
+/* Tags the torch hooks give globals (ckpt_value.gid, after CK_TAG_HOOK). */
+typedef enum ck_torch_tag {
+    G_REBUILD_TENSOR = CK_TAG_HOOK, /* torch._utils._rebuild_tensor */
+    G_REBUILD_TENSOR_V2,
+    G_REBUILD_TENSOR_V3,
+    G_REBUILD_PARAMETER,
+    G_REBUILD_PARAMETER_STATE,
+    G_REBUILD_FROM_TYPE_V2,
+    G_REFUSED,             /* sparse, quantized, nested, ... (u.g->note: layout) */
+    G_TORCH_SIZE,
+    G_STORAGE_CLASS,       /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
+    G_DTYPE,               /* torch.float32 ... (aux: dtype) */
+    G_TENSOR_CLASS         /* torch.Tensor, torch.nn.parameter.Parameter */
+} ck_torch_tag;
+
+/* ---- dtypes: the one table ------------------------------------------------ */
+const char *ck_dtype_name(ckpt_dtype d);
+size_t ck_dtype_size(ckpt_dtype d);
+/* size of one swap unit for byte swapping (component size for complex) */
+size_t ck_dtype_swap_unit(ckpt_dtype d);
+/* torch.<name> (float32, half, ...) and torch.<Name>Storage: 0 and *d, or -1. */
+int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d);
+int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d);
+
+/* A tensor as the pickle (or a TAR record) rebuilt it, before naming. */
+typedef struct ck_tdef {
+    size_t storage;
+    ckpt_dtype dtype;
+    uint32_t ndim;
+    int64_t *shape, *stride;
+    int64_t offset;
+    uint64_t numel;
+    bool requires_grad;
+    int64_t offset_pos;  /* file offset of the REDUCE, for errors */
+    size_t listed;       /* index+1 of the first listed ckpt_tensor, 0 none */
+    ckpt_tensor *desc;   /* a tensor not listed: its nameless descriptor,
+                            when its extent is sound */
+} ck_tdef;
+
+static inline ck_tdef *ck_tdef_of(const ckpt_value *v) { return (ck_tdef *)v->u.ext; }
+
+/* A storage as the container knows it. */
+typedef struct ck_storage {
+    ckpt_storage pub;
+    const char *pkey;      /* arena copy of the key */
+    uint64_t data_off;     /* where bytes start in the file (when not packed) */
+    bool packed;           /* compressed: only the container reads them */
+    size_t rec;            /* the container's record of it (ZIP: its entry) */
+    bool resolved;         /* data_off/pub.nbytes known */
+    bool untyped;          /* UntypedStorage (dtype from the tensor) */
+    int64_t root;          /* legacy/tar view: index of the root storage, -1 */
+    uint64_t view_off;     /* bytes into the root */
+    uint64_t declared;     /* legacy/tar: numel declared by the pickle */
+    int64_t decl_pos;      /* file offset where it was declared */
+} ck_storage;
+
+/* ---- the open file ----------------------------------------------------- */
+
+struct ck_format; /* formats/formats.h: a container's ops */
+
+struct ckpt_file {
+    ckpt_options opt;
+    ck_source src;
+    ck_arena arena;
+    ck_unpickler pk;     /* the pickles' shared state: ids, globals, notes */
+    const struct ck_format *fmt; /* the container that opened it */
+    void *fmt_state;     /* the container's own index */
+    /* the container's reader of root storage bytes; NULL: stored as is */
+    int (*storage_read)(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                        ckpt_error *err);
+    ckpt_format format;
+    ckpt_byteorder byteorder;
+    const char *version;
+    const char *root_name;
+    char *key_copy;
+
+    ckpt_value *root;    /* whole object */
+    ckpt_value *sel;     /* selected key's value or root */
+
+    ck_storage *storages;
+    size_t nstorages, cap_storages;
+    ck_map storage_keys;
+
+    ckpt_tensor *tensors;
+    size_t ntensors, cap_tensors;
+    ck_tdef **tdefs;     /* every tensor the pickles rebuilt */
+    size_t ntdefs, cap_tdefs;
+    ck_map tensor_names;
+    uint64_t total_bytes;
+    const char *pickle_label;
+};
+
+/* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
+ * file byte order), through the container. */
+int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                    ckpt_error *err);
+
+/* ---- running torch's pickles -------------------------------------------- */
+
+/* persistent_load of a container: a pid to a value (storage, ...). */
+typedef ckpt_value *(*ck_pid_fn)(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err);
+
+/* Set up f->pk (arena, limits, the torch hooks); called once at open. */
+void ck_torch_init(ckpt_file *f);
+/* Run one pickle held in memory with torch's hooks (pl may be NULL). */
+int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, ckpt_value **out,
+                 size_t *used, ckpt_error *err);
+/* Run a pickle that starts at file offset `off` and ends at most at `end`,
+ * reading a growing window through the source.  Returns 0/-1. */
+int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl, void *ud,
+                  ckpt_value **out, uint64_t *used, ckpt_error *err);
+
+/* ---- storages ------------------------------------------------------------ */
+/* Find or add a storage by key. *created tells whether it is new. */
+int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool *created,
+                   ckpt_error *err);
+/* Append a storage without indexing its key (ZIP indexes by record). */
+int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err);
+ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err);
+
+/* Where a container keeps the bytes of a storage named by a persistent id:
+ * find or make its ck_storage (*created when new; a new one gets its bytes'
+ * place), checking it can hold `nbytes`.  NULL binder: storages by key. */
+typedef struct ck_storage_binder {
+    int (*bind)(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
+                size_t *idx, bool *created, ckpt_error *err);
+    void *ud;
+} ck_storage_binder;
+/* torch's persistent id ('storage', StorageClass, key, location, numel) and
+ * the legacy stream's (... , view) / ('module', ...).  `legacy`: the
+ * 6-field form, storages by key, sizes checked against the file. */
+ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy,
+                           const ck_storage_binder *b, ckpt_error *err);
+
+/* ---- tensors ------------------------------------------------------------- */
+/* The one validator: a tensor of `dtype` over storage `storage` with
+ * shape/stride (ndim entries, copied), element offset; checks rank, signs,
+ * element count and byte size, records it, returns it.  `pos`: for errors. */
+int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim, const int64_t *shape,
+                  const int64_t *stride, int64_t offset, int64_t pos, ck_tdef **out, ckpt_error *err);
+/* Remember a rebuilt tensor (for descriptors of tensors not listed). */
+int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
+/* Name the tensors of f->root (or its key) and check their extents. */
+int ck_catalogue(ckpt_file *f, ckpt_error *err);
+
+#endif
