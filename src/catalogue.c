@@ -15,8 +15,12 @@
 
 bool ck_legacy_magic(const ckpt_value *v);
 
-void ckpt_options_init(ckpt_options *o) {
-    memset(o, 0, sizeof *o);
+void ckpt_options_init_sized(ckpt_options *o, size_t struct_size) {
+    ckpt_options d; /* fill a whole current layout, hand back the caller's part */
+    memset(&d, 0, sizeof d);
+    d.struct_size = struct_size < sizeof d ? struct_size : sizeof d;
+    ckpt_options *caller = o;
+    o = &d;
     o->max_pickle_bytes = CKPT_DEFAULT_MAX_PICKLE_BYTES;
     o->max_tensor_bytes = CKPT_DEFAULT_MAX_TENSOR_BYTES;
     o->max_ops = CKPT_DEFAULT_MAX_OPS;
@@ -27,6 +31,19 @@ void ckpt_options_init(ckpt_options *o) {
     o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
     o->max_rank = CKPT_DEFAULT_MAX_RANK;
     o->max_memory = CKPT_DEFAULT_MAX_MEMORY;
+    if (caller) memcpy(caller, &d, d.struct_size);
+}
+
+/* The caller's options as far as its struct_size reaches, defaults past it
+ * (ABI rules in ckpt.h).  NULL: the defaults. */
+static int take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err) {
+    ckpt_options_init(dst);
+    if (!src) return 0;
+    if (src->struct_size == 0)
+        return ck_fail(err, CKPT_E_ARG, -1, "ckpt_options.struct_size is 0: fill the options with ckpt_options_init()");
+    memcpy(dst, src, src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst);
+    dst->struct_size = sizeof *dst;
+    return 0;
 }
 
 const char *ckpt_format_name(ckpt_format fmt) {
@@ -411,8 +428,10 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     err->code = CKPT_OK;
     err->offset = -1;
     err->message[0] = 0;
-    if (opt) f->opt = *opt;
-    else ckpt_options_init(&f->opt);
+    if (take_options(&f->opt, opt, err)) {
+        ckpt_close(f);
+        return NULL;
+    }
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
     if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
     ck_mem_allow(f, 0);
@@ -464,7 +483,8 @@ ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err)
     }
     ckpt_file *f = new_file(err);
     if (!f) return NULL;
-    if (ck_source_open_path(&f->src, path, opt && opt->use_mmap, err)) {
+    ckpt_options o;
+    if (ck_source_open_path(&f->src, path, take_options(&o, opt, NULL) == 0 && o.use_mmap, err)) {
         free(f);
         return NULL;
     }
@@ -518,9 +538,12 @@ void ckpt_close(ckpt_file *f) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
-void ckpt_get_info(const ckpt_file *f, ckpt_info *info) {
+void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *out, size_t struct_size) {
+    ckpt_info all, *info = &all; /* only the caller's struct_size bytes go back */
     memset(info, 0, sizeof *info);
-    if (!f) return;
+    info->struct_size = struct_size < sizeof *info ? struct_size : sizeof *info;
+    if (out) memcpy(out, info, info->struct_size);
+    if (!f || !out) return;
     info->format = f->format;
     info->byteorder = f->byteorder;
     info->version = f->version ? f->version : "";
@@ -529,6 +552,7 @@ void ckpt_get_info(const ckpt_file *f, ckpt_info *info) {
     info->storage_count = f->nstorages;
     info->total_bytes = f->total_bytes;
     info->file_size = f->src.size;
+    memcpy(out, info, info->struct_size);
 }
 
 size_t ckpt_tensor_count(const ckpt_file *f) { return f ? f->ntensors : 0; }

@@ -99,6 +99,8 @@ int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
 void ck_map_free(ck_map *m);
 
 /* ---- dtypes ------------------------------------------------------------ */
+/* One past the last ckpt_dtype (not public: ckpt.h promises no count). */
+#define CK_DTYPE_COUNT ((unsigned)CKPT_UINT64 + 1u)
 const char *ck_dtype_name(ckpt_dtype d);
 size_t ck_dtype_size(ckpt_dtype d);
 /* size of one swap unit for byte swapping (component size for complex) */

@@ -287,7 +287,7 @@ void ck_map_free(ck_map *m) {
 static const struct {
     const char *name;
     uint8_t size, unit;
-} dtypes[CKPT_DTYPE_COUNT] = {
+} dtypes[CK_DTYPE_COUNT] = {
     [CKPT_FLOAT64] = {"float64", 8, 8},
     [CKPT_FLOAT32] = {"float32", 4, 4},
     [CKPT_FLOAT16] = {"float16", 2, 2},
@@ -312,13 +312,13 @@ static const struct {
 };
 
 const char *ck_dtype_name(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].name : "unknown";
+    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].name : "unknown";
 }
 size_t ck_dtype_size(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].size : 0;
+    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].size : 0;
 }
 size_t ck_dtype_swap_unit(ckpt_dtype d) {
-    return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].unit : 1;
+    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].unit : 1;
 }
 const char *ckpt_dtype_name(ckpt_dtype d) { return ck_dtype_name(d); }
 size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
