@@ -31,7 +31,8 @@ else
 fi
 mv "$work/stage" "$work/moved" # relocated: nothing may point at stage/
 p=$work/moved
-for f in include/ckpt.h "$libdir/libckpt.a" "$libdir/libckpt.so" "$libdir/pkgconfig/ckpt.pc" \
+headers=$(cd "$src" && ls include/*.h)
+for f in $headers "$libdir/libckpt.a" "$libdir/libckpt.so" "$libdir/pkgconfig/ckpt.pc" \
          "$libdir/cmake/ckpt/ckptConfig.cmake" "$libdir/cmake/ckpt/ckptConfigVersion.cmake" \
          "$libdir/cmake/ckpt/ckptTargets.cmake" bin/ckpt; do
     if [ -e "$p/$f" ]; then ok "installs $f"; else nok "installs $f"; fi
