@@ -7,6 +7,8 @@
 #   - a CMake project (tests/install/consumer) with find_package(ckpt) links
 #     examples/list.c against ckpt::ckpt and ckpt::ckpt_static;
 #   - `cc list.c $(pkg-config --cflags --libs ckpt)`, and with --static.
+# And a parent project that uses add_subdirectory is configured
+# (tests/install/subproject).
 # Each program must print examples/list.expected for examples/sample.pt.
 # FLAGS (sanitizer flags of the build) are passed to the compilers.
 cmake=$1 build=$2 src=$3 libdir=$4 cc=$5 work=$6 flags=$7
@@ -63,7 +65,16 @@ else
     nok "find_package(ckpt) consumer builds"; cat "$work/consumer.log"
 fi
 
-# 2. pkg-config
+# 2. add_subdirectory from a parent project: configured, not built (the
+#    library build is the one above)
+if "$cmake" -S "$src/tests/install/subproject" -B "$work/subproject" -DCKPT_SOURCE_DIR="$src" \
+        -DCMAKE_C_COMPILER="$cc" >"$work/subproject.log" 2>&1; then
+    ok "add_subdirectory(ckpt): ckpt::ckpt, and no CLI, tests, fuzz or install rules"
+else
+    nok "add_subdirectory(ckpt) configure:"; tail -20 "$work/subproject.log"
+fi
+
+# 3. pkg-config
 if ! command -v pkg-config >/dev/null 2>&1; then
     echo "skipped: pkg-config is not installed, ckpt.pc was not tried"
     finish
