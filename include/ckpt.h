@@ -25,6 +25,24 @@
  *     ckpt_tensor_read() may be called from several threads at once.
  *   - Every length and offset read from the file is checked against the file
  *     and against the limits in ckpt_options before it is used.
+ *
+ * ABI: structs the caller allocates can grow
+ *   - ckpt_options and ckpt_info begin with `size_t struct_size`, the size of
+ *     the layout the caller was compiled with.  ckpt_options_init() and
+ *     ckpt_get_info() are macros that pass sizeof *ptr to the _sized
+ *     functions, so a program built against an older ckpt.h keeps working
+ *     with a newer library: ckpt_open*() reads only the first
+ *     opt->struct_size bytes (the members past them keep their defaults) and
+ *     ckpt_get_info() writes only the first `size` bytes (bytes past them are
+ *     left untouched; info->struct_size says how many were filled).  Always
+ *     start from ckpt_options_init(); an options struct whose struct_size is
+ *     0 is refused with CKPT_E_ARG.
+ *   - New members are only ever appended, never inserted, reordered or
+ *     resized, and never into the tail padding of the previous layout.
+ *   - Enumerations only gain values; there is no public "count" enumerator,
+ *     so do not size arrays by enum values: a newer library may return dtypes
+ *     (or kinds, formats) this header does not list.  ckpt_dtype_name()
+ *     returns "unknown" and ckpt_dtype_size() 0 for a value it does not know.
  */
 #ifndef CKPT_H
 #define CKPT_H
@@ -101,6 +119,8 @@ typedef struct ckpt_global_ref {
 #define CKPT_DEFAULT_MAX_MEMORY        (240ull << 20) /* metadata memory (+24 per pickle byte past 16 MiB) */
 
 typedef struct ckpt_options {
+    size_t struct_size;        /* sizeof(ckpt_options) as compiled by the
+                                  caller: set by ckpt_options_init() */
     uint64_t max_pickle_bytes; /* bytes of one pickle (data.pkl, a legacy pickle, ...) */
     uint64_t max_tensor_bytes; /* bytes one tensor may materialise: checked
                                   by ckpt_tensor_read*() and ckpt_tensor_data(),
@@ -148,8 +168,11 @@ typedef struct ckpt_options {
     void *on_global_ctx;
 } ckpt_options;
 
-/* Fill `opt` with the defaults above (no key, no mmap). */
-CKPT_API void ckpt_options_init(ckpt_options *opt);
+/* Fill `opt` with the defaults above (no key, no mmap) and set
+ * opt->struct_size.  Use the macro; the function takes the caller's
+ * sizeof(ckpt_options) (see "ABI" at the top). */
+CKPT_API void ckpt_options_init_sized(ckpt_options *opt, size_t struct_size);
+#define ckpt_options_init(opt) ckpt_options_init_sized((opt), sizeof *(opt))
 
 /* ------------------------------------------------------------------------ */
 /* Opening                                                                    */
@@ -198,6 +221,7 @@ typedef enum ckpt_format {
 typedef enum ckpt_byteorder { CKPT_LITTLE = 0, CKPT_BIG = 1 } ckpt_byteorder;
 
 typedef struct ckpt_info {
+    size_t struct_size;       /* bytes of this struct ckpt_get_info() filled */
     ckpt_format format;
     ckpt_byteorder byteorder; /* of the stored tensor data */
     const char *version;      /* ZIP "version" record or legacy protocol, "" if none */
@@ -208,7 +232,11 @@ typedef struct ckpt_info {
     uint64_t file_size;
 } ckpt_info;
 
-CKPT_API void ckpt_get_info(const ckpt_file *f, ckpt_info *info);
+/* Fill the first `struct_size` bytes of `info` (at most the library's own
+ * sizeof(ckpt_info)); bytes past them are not written.  Use the macro. */
+CKPT_API void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *info,
+                                  size_t struct_size);
+#define ckpt_get_info(f, info) ckpt_get_info_sized((f), (info), sizeof *(info))
 /* "zip", "legacy", "tar", "pickle", "torchscript". */
 CKPT_API const char *ckpt_format_name(ckpt_format format);
 
@@ -222,8 +250,8 @@ typedef enum ckpt_dtype {
     CKPT_COMPLEX64, CKPT_COMPLEX128, CKPT_COMPLEX32,
     CKPT_FLOAT8_E4M3FN, CKPT_FLOAT8_E5M2, CKPT_FLOAT8_E4M3FNUZ,
     CKPT_FLOAT8_E5M2FNUZ, CKPT_FLOAT8_E8M0FNU,
-    CKPT_UINT16, CKPT_UINT32, CKPT_UINT64,
-    CKPT_DTYPE_COUNT
+    CKPT_UINT16, CKPT_UINT32, CKPT_UINT64
+    /* more will follow (quantized types): see "ABI" at the top */
 } ckpt_dtype;
 
 /* torch's spelling: "float32", "bfloat16", "float8_e4m3fn", ... */

@@ -479,6 +479,10 @@ static void node_path(const tree *t, size_t idx, sbuf *b)
 /* The report                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* Counted per dtype number; ckpt.h has no dtype count on purpose (a newer
+ * library may add dtypes), so a number past this is simply not counted. */
+#define INFO_DTYPES 256
+
 typedef struct dstat {
     uint64_t tensors, params, bytes;
 } dstat;
@@ -490,7 +494,7 @@ typedef struct report {
     const char *key;
     const char *skipped; /* why tensors are not listed, or NULL */
     ckpt_info info;
-    dstat dt[CKPT_DTYPE_COUNT];
+    dstat dt[INFO_DTYPES];
     uint64_t params, storage_bytes;
     tree modules;
     int depth;
@@ -519,7 +523,7 @@ static int gather(report *r)
     }
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(r->f, i);
-        if (!t || (unsigned)t->dtype >= CKPT_DTYPE_COUNT || !cli_doc_has(&r->doc, t))
+        if (!t || (unsigned)t->dtype >= INFO_DTYPES || !cli_doc_has(&r->doc, t))
             continue;
         r->dt[t->dtype].tensors++;
         r->dt[t->dtype].params += t->numel;
@@ -600,7 +604,7 @@ static int print_text(report *r)
         fputs("note:        the weights of a TorchScript archive are not read\n",
               stdout);
 
-    for (i = 0; i < CKPT_DTYPE_COUNT; i++) {
+    for (i = 0; i < INFO_DTYPES; i++) {
         if (!r->dt[i].tensors)
             continue;
         if (strlen(ckpt_dtype_name((ckpt_dtype)i)) > wd)
@@ -614,7 +618,7 @@ static int print_text(report *r)
     }
     if (wd) {
         fputs("dtypes:\n", stdout);
-        for (i = 0; i < CKPT_DTYPE_COUNT; i++) {
+        for (i = 0; i < INFO_DTYPES; i++) {
             if (!r->dt[i].tensors)
                 continue;
             printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd,
@@ -723,7 +727,7 @@ static int print_json(report *r)
            r->info.storage_count, (unsigned long long)r->params,
            (unsigned long long)r->info.total_bytes,
            (unsigned long long)r->storage_bytes);
-    for (i = 0; i < CKPT_DTYPE_COUNT; i++) {
+    for (i = 0; i < INFO_DTYPES; i++) {
         if (!r->dt[i].tensors)
             continue;
         printf("%s{\"dtype\": \"%s\", \"tensors\": %llu, \"parameters\": %llu, "

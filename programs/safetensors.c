@@ -34,7 +34,6 @@ const char *st_dtype_name(ckpt_dtype dtype)
     case CKPT_FLOAT8_E4M3FNUZ:
     case CKPT_FLOAT8_E5M2FNUZ:
     case CKPT_FLOAT8_E8M0FNU:
-    case CKPT_DTYPE_COUNT:
         break;
     }
     return NULL;

@@ -31,6 +31,11 @@
 /* ---- errors ------------------------------------------------------------ */
 
 /* Fill err (may be NULL) and return -1. */
+/* The caller's options as far as its struct_size reaches, defaults past it
+ * (ABI rules in ckpt.h); NULL src: the defaults.  0, or -1 (CKPT_E_ARG) for
+ * options never initialised (struct_size 0). */
+int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err);
+
 int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
             ...) CK_PRINTF(4, 5);
 #define CK_TRY(x)              \

@@ -47,8 +47,12 @@ const char *ckpt_code_name(ckpt_code code) {
 
 /* ---- limits: the defaults, in one place ---- */
 
-void ckpt_options_init(ckpt_options *o) {
-    memset(o, 0, sizeof *o);
+void ckpt_options_init_sized(ckpt_options *o, size_t struct_size) {
+    ckpt_options d; /* fill a whole current layout, hand back the caller's part */
+    memset(&d, 0, sizeof d);
+    d.struct_size = struct_size < sizeof d ? struct_size : sizeof d;
+    ckpt_options *caller = o;
+    o = &d;
     o->max_pickle_bytes = CKPT_DEFAULT_MAX_PICKLE_BYTES;
     o->max_tensor_bytes = CKPT_DEFAULT_MAX_TENSOR_BYTES;
     o->max_ops = CKPT_DEFAULT_MAX_OPS;
@@ -59,6 +63,17 @@ void ckpt_options_init(ckpt_options *o) {
     o->max_entries = CKPT_DEFAULT_MAX_ENTRIES;
     o->max_rank = CKPT_DEFAULT_MAX_RANK;
     o->max_memory = CKPT_DEFAULT_MAX_MEMORY;
+    if (caller) memcpy(caller, &d, d.struct_size);
+}
+
+int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err) {
+    ckpt_options_init(dst);
+    if (!src) return 0;
+    if (src->struct_size == 0)
+        return ck_fail(err, CKPT_E_ARG, -1, "ckpt_options.struct_size is 0: fill the options with ckpt_options_init()");
+    memcpy(dst, src, src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst);
+    dst->struct_size = sizeof *dst;
+    return 0;
 }
 
 /* ---- arena ------------------------------------------------------------- */

@@ -22,8 +22,10 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     err->code = CKPT_OK;
     err->offset = -1;
     err->message[0] = 0;
-    if (opt) f->opt = *opt;
-    else ckpt_options_init(&f->opt);
+    if (ck_take_options(&f->opt, opt, err)) {
+        ckpt_close(f);
+        return NULL;
+    }
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
     if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
     ck_torch_init(f);
@@ -79,7 +81,8 @@ ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err)
     }
     ckpt_file *f = new_file(err);
     if (!f) return NULL;
-    if (ck_source_open_path(&f->src, path, opt && opt->use_mmap, err)) {
+    ckpt_options o;
+    if (ck_source_open_path(&f->src, path, ck_take_options(&o, opt, NULL) == 0 && o.use_mmap, err)) {
         free(f);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /*
  * npy.c - tensors as NumPy .npy files (format 1.0); see ckpt_export.h.
  */
+#define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_export.h"
 
 #include <errno.h>

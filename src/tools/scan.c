@@ -11,6 +11,7 @@
  * The tables below are plain data; a rule matches a module and, optionally,
  * one name in it ("*" suffix: every name with that prefix).
  */
+#define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_scan.h"
 
 #include <stdlib.h>

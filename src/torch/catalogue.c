@@ -389,9 +389,12 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
-void ckpt_get_info(const ckpt_file *f, ckpt_info *info) {
+void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *out, size_t struct_size) {
+    ckpt_info all, *info = &all; /* only the caller's struct_size bytes go back */
     memset(info, 0, sizeof *info);
-    if (!f) return;
+    info->struct_size = struct_size < sizeof *info ? struct_size : sizeof *info;
+    if (out) memcpy(out, info, info->struct_size);
+    if (!f || !out) return;
     info->format = f->format;
     info->byteorder = f->byteorder;
     info->version = f->version ? f->version : "";
@@ -400,6 +403,7 @@ void ckpt_get_info(const ckpt_file *f, ckpt_info *info) {
     info->storage_count = f->nstorages;
     info->total_bytes = f->total_bytes;
     info->file_size = f->src.size;
+    memcpy(out, info, info->struct_size);
 }
 
 size_t ckpt_tensor_count(const ckpt_file *f) { return f ? f->ntensors : 0; }
