@@ -35,6 +35,7 @@
 #endif
 
 #include "cli.h"
+#include "progress.h"
 #include "safetensors.h"
 
 #include <errno.h>
@@ -45,6 +46,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <fnmatch.h>
+#include <stdatomic.h>
+#include <threads.h>
+#include <zlib.h>
 
 #ifdef __linux__
 #include <sys/sendfile.h>
@@ -52,7 +57,8 @@
 #endif
 
 static const char usage[] =
-    "Usage: ckpt convert [--key K] [--skip-unsupported] [--force] [--sync] FILE OUT\n"
+    "Usage: ckpt convert [--key K] [--filter GLOB] [--skip-unsupported]\n"
+    "                    [--no-verify] [--force] [--sync] FILE OUT\n"
     "Write the tensors of checkpoint FILE to OUT in the safetensors format\n"
     "(https://github.com/huggingface/safetensors), without running any code\n"
     "from FILE.  Every tensor keeps its name (as listed by 'ckpt ls'), dtype and\n"
@@ -64,7 +70,17 @@ static const char usage[] =
     "int32 I32, int16 I16, int8 I8, uint8 U8, bool BOOL, uint16 U16, uint32 U32,\n"
     "uint64 U64, float8_e4m3fn F8_E4M3, float8_e5m2 F8_E5M2.  safetensors has no\n"
     "dtype for complex and float8 fnuz/e8m0 tensors: FILE is refused, naming\n"
-    "them, unless --skip-unsupported leaves them out.\n"
+    "them, unless --skip-unsupported leaves them out.  So are tensors whose\n"
+    "name is not valid UTF-8 (safetensors names are JSON strings; a name is\n"
+    "never changed): the message shows their bytes escaped as \\xNN.\n"
+    "\n"
+    "What is copied is checked: the CRC-32 of every ZIP record a tensor is\n"
+    "copied from is computed as the copy goes on (on a second thread, from\n"
+    "the same cached pages) and compared with the one the ZIP recorded;\n"
+    "a mismatch names the tensor and record, exits 1 and leaves no OUT.\n"
+    "Deflated records are checked by a pass over the whole file first.\n"
+    "Legacy and TAR files carry no checksums; records saved without a CRC\n"
+    "are reported and not checked.\n"
     "\n"
     "The header's \"__metadata__\" holds \"format\": \"pt\", \"ckpt.source_format\"\n"
     "(zip, legacy, tar or pickle) and, as strings, the scalar values (str, int,\n"
@@ -78,13 +94,20 @@ static const char usage[] =
     "OUT is written under a temporary name in its directory and appears only\n"
     "once complete: a failed or interrupted conversion leaves no OUT behind.\n"
     "An existing OUT is left alone (exit status 1) unless --force is given.\n"
-    "A progress line is shown on standard error when it is a terminal.\n"
+    "A progress bar is shown on standard error when it is a terminal and\n"
+    "the job is long (64 MiB of tensors, or half a second).\n"
     "\n"
     "Options:\n"
     "  --key K             only the tensors (and values) under top-level key K\n"
     "                      (e.g. state_dict)\n"
-    "  --skip-unsupported  leave out tensors safetensors has no dtype for (they\n"
-    "                      are listed in a warning) instead of failing\n"
+    "  --filter GLOB       only the tensors whose name (as 'ckpt ls' shows it,\n"
+    "                      after --key) matches GLOB (fnmatch: * ? [...];\n"
+    "                      '*' also matches '.')\n"
+    "  --skip-unsupported  leave out tensors safetensors cannot hold (no dtype\n"
+    "                      for them, or a name that is not UTF-8; they are\n"
+    "                      listed in a warning) instead of failing\n"
+    "  --no-verify         do not check the CRC-32 of the copied records\n"
+    "                      (converts a damaged file as it is)\n"
     "  --force             replace OUT if it exists\n"
     "  --sync              flush OUT to disk before it appears (durable against\n"
     "                      a power loss; like cp, the default only makes the\n"
@@ -122,6 +145,32 @@ typedef struct meta_entry {
     size_t klen, vlen;
 } meta_entry;
 
+/* A stored ZIP record whose CRC-32 is checked: its bytes in FILE, the CRC
+ * its header or data descriptor records, and the first tensor that uses it
+ * (for the message). */
+typedef struct crc_rec {
+    uint64_t off, size;
+    uint32_t crc;
+    const char *tensor;
+    const char *key; /* storage key */
+} crc_rec;
+
+/* The records to check, read by a second thread while the main one copies
+ * (copy_file_range gives the bytes no stop in this process): both read the
+ * same pages, so the check costs a CPU, not a second pass of I/O. */
+typedef struct crc_job {
+    int fd;
+    crc_rec *recs;
+    size_t n;
+    atomic_int stop;    /* main thread: give up (it failed) */
+    atomic_int done;    /* worker: 1 intact, 2 mismatch, 3 read error */
+    size_t bad;         /* the record that failed */
+    uint32_t computed;
+    int err;            /* errno of a failed read (0: the file ended) */
+    int threaded;
+    thrd_t thread;
+} crc_job;
+
 enum { COPY_RANGE = 0, COPY_SENDFILE = 1, COPY_RW = 2 };
 
 typedef struct conv {
@@ -152,56 +201,21 @@ typedef struct conv {
     int copy_mode;      /* COPY_RANGE, then COPY_SENDFILE, then COPY_RW */
     int big_host;
 
-    /* progress */
-    int progress;
-    int shown;
-    uint64_t done;
-    struct timespec last;
+    progress prog;
+
+    const char *filter; /* --filter GLOB: only the tensors it matches */
+    int verify;         /* check the CRC-32 of the ZIP records copied */
+    crc_job *job;       /* the records to check, while the copy goes on */
 } conv;
 
 /* ---- messages ---------------------------------------------------------- */
-
-static void progress_clear(conv *c)
-{
-    if (c->shown) {
-        fputs("\r                                                            \r",
-              stderr);
-        c->shown = 0;
-    }
-}
-
-static void progress_draw(conv *c)
-{
-    double mib = 1024.0 * 1024.0;
-    int pct = c->data_size ? (int)(c->done * 100 / c->data_size) : 100;
-    fprintf(stderr, "\rckpt: converting %3d%%  %.1f / %.1f MiB ", pct,
-            (double)c->done / mib, (double)c->data_size / mib);
-    c->shown = 1;
-}
-
-/* Count n more bytes written; redraw at most 10 times a second. */
-static void progress_add(conv *c, uint64_t n)
-{
-    struct timespec now;
-    long long ms;
-    c->done += n;
-    if (!c->progress)
-        return;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    ms = (long long)(now.tv_sec - c->last.tv_sec) * 1000 +
-         (now.tv_nsec - c->last.tv_nsec) / 1000000;
-    if (c->shown && ms < 100)
-        return;
-    c->last = now;
-    progress_draw(c);
-}
 
 /* The error reporters print one line and return -1. */
 
 /* "ckpt: FILE: <reason>" for a failed read of the source. */
 static int src_error(conv *c, int e)
 {
-    progress_clear(c);
+    progress_hide(&c->prog);
     if (e == 0)
         cli_error("%s: the file ends early (was it changed while being "
                   "converted?)",
@@ -213,41 +227,70 @@ static int src_error(conv *c, int e)
 
 static int out_error(conv *c, int e)
 {
-    progress_clear(c);
+    progress_hide(&c->prog);
     cli_error("%s: %s", c->out, strerror(e != 0 ? e : EIO));
     return -1;
 }
 
 static int lib_error(conv *c, const ckpt_error *err)
 {
-    progress_clear(c);
+    progress_hide(&c->prog);
     cli_file_error(c->path, err);
     return -1;
 }
 
 static int nomem(conv *c)
 {
-    progress_clear(c);
+    progress_hide(&c->prog);
     cli_error("%s: out of memory", c->path);
     return -1;
 }
 
-/* A tensor name for a message: control characters as '?', cut at 80 bytes. */
-static void put_shown_name(sbuf *b, const char *s)
+/* A name from FILE for a message, quoted: valid UTF-8 is kept; control
+ * characters, bytes that are not UTF-8, quotes and backslashes are written
+ * as \xNN, so the message says exactly which bytes the name holds.  Cut
+ * after 120 bytes. */
+static void put_escaped(sbuf *b, const char *str)
 {
-    size_t i;
-    if (s[0] == '\0') {
-        sb_str(b, "\"\"");
-        return;
-    }
-    for (i = 0; s[i] != '\0'; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (i == 80) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str), i = 0;
+    char tmp[8];
+    while (i < n) {
+        size_t k = s[i] >= 0x80 ? cli_utf8_seq(s + i, n - i) : 1;
+        if (i >= 120) {
             sb_str(b, "...");
             break;
         }
-        sb_char(b, ch < 0x20 || ch == 0x7f ? '?' : (char)ch);
+        if (k == 0 || s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\' || s[i] == '\'') {
+            snprintf(tmp, sizeof tmp, "\\x%02x", s[i]);
+            sb_str(b, tmp);
+            i++;
+            continue;
+        }
+        sb_add(b, s + i, k);
+        i += k;
     }
+}
+
+static void put_shown_name(sbuf *b, const char *str)
+{
+    sb_char(b, '\'');
+    put_escaped(b, str);
+    sb_char(b, '\'');
+}
+
+/* Nonzero when s is valid UTF-8 throughout. */
+static int is_utf8(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str), i = 0;
+    while (i < n) {
+        size_t k = s[i] < 0x80 ? 1 : cli_utf8_seq(s + i, n - i);
+        if (k == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
 }
 
 /* ---- reading and writing files ------------------------------------------ */
@@ -380,7 +423,7 @@ static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n)
         pos += k;
         n -= k;
         write_behind(c, pos, 0);
-        progress_add(c, k);
+        progress_advance(&c->prog, k);
     }
     return 0;
 }
@@ -413,7 +456,7 @@ static int copy_direct(conv *c, uint64_t off, uint64_t pos, uint64_t n)
             pos += (uint64_t)r;
             n -= (uint64_t)r;
             write_behind(c, pos, 0);
-            progress_add(c, (uint64_t)r);
+            progress_advance(&c->prog, (uint64_t)r);
             continue;
         }
         if (r == 0)
@@ -427,6 +470,316 @@ static int copy_direct(conv *c, uint64_t off, uint64_t pos, uint64_t n)
     }
 #endif
     return n > 0 ? copy_rw(c, off, pos, n) : 0;
+}
+
+/* ---- checking the CRC-32 of ZIP records --------------------------------- */
+
+static uint32_t rd_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd_le64(const unsigned char *p)
+{
+    return (uint64_t)rd_le32(p) | (uint64_t)rd_le32(p + 4) << 32;
+}
+
+#define LOCAL_EXTRA_MAX 1024 /* torch pads its extra fields to 64 bytes */
+
+/* Find the recorded CRC-32 and size of the stored record holding storage s
+ * (the library does not tell them yet): its local header ends exactly where
+ * the storage's bytes start and names <root>/data/<key>; without a data
+ * descriptor the header holds the CRC and size, with one (torch's writer)
+ * the descriptor right after the storage's bytes does, its sizes equal to
+ * the storage's.  Returns 0 with rec filled, 1 when no CRC was recorded
+ * (zero), 2 when the record could not be located this way (the caller then
+ * has the library verify the file), -1 after a read error (reported). */
+static int find_record(conv *c, const ckpt_storage *s, crc_rec *rec)
+{
+    unsigned char *w = NULL, dd[24];
+    uint64_t off = (uint64_t)s->file_offset, fsize = c->info.file_size, i;
+    size_t nlen, wlen;
+    sbuf name;
+    int r = 2;
+
+    memset(&name, 0, sizeof name);
+    sb_str(&name, c->info.root);
+    sb_str(&name, "/data/");
+    sb_str(&name, s->key);
+    if (name.oom) {
+        sb_free(&name);
+        return nomem(c);
+    }
+    nlen = name.len;
+    wlen = 30 + nlen + LOCAL_EXTRA_MAX;
+    if (off < wlen)
+        wlen = (size_t)off;
+    if (wlen < 30 + nlen || !(w = malloc(wlen)))
+        goto done;
+    if (pread_full(c->src_fd, w, wlen, off - wlen) != 0) {
+        r = src_error(c, errno);
+        goto done;
+    }
+    for (i = 0; i + 30 + nlen <= wlen; i++) {
+        const unsigned char *h = w + i;
+        uint16_t flags;
+        uint32_t crc, comp, size;
+        if (rd_le32(h) != 0x04034b50u ||
+            (size_t)(h[26] | h[27] << 8) != nlen ||
+            i + 30 + nlen + (size_t)(h[28] | h[29] << 8) != wlen ||
+            memcmp(h + 30, name.p, nlen) != 0)
+            continue;
+        flags = (uint16_t)(h[6] | h[7] << 8);
+        crc = rd_le32(h + 14);
+        comp = rd_le32(h + 18);
+        size = rd_le32(h + 22);
+        if ((h[8] | h[9] << 8) != 0)
+            break; /* not stored */
+        if (!(flags & 8)) {
+            if (comp != size || size == 0xFFFFFFFFu || size < s->nbytes)
+                break; /* ZIP64 sizes: leave it to the library */
+            rec->size = size;
+            rec->crc = crc;
+        } else {
+            /* data descriptor: signature, crc, sizes of 4 or 8 bytes */
+            size_t k = fsize - off - s->nbytes < sizeof dd
+                           ? (size_t)(fsize - off - s->nbytes)
+                           : sizeof dd;
+            if (off + s->nbytes > fsize || k < 16)
+                break;
+            if (pread_full(c->src_fd, dd, k, off + s->nbytes) != 0) {
+                r = src_error(c, errno);
+                goto done;
+            }
+            if (rd_le32(dd) != 0x08074b50u)
+                break;
+            if (rd_le32(dd + 8) == s->nbytes && rd_le32(dd + 12) == s->nbytes)
+                rec->crc = rd_le32(dd + 4);
+            else if (k >= 24 && rd_le64(dd + 8) == s->nbytes &&
+                     rd_le64(dd + 16) == s->nbytes)
+                rec->crc = rd_le32(dd + 4);
+            else
+                break;
+            rec->size = s->nbytes;
+        }
+        if (rec->size > fsize - off)
+            break;
+        rec->off = off;
+        r = rec->crc == 0 ? 1 : 0;
+        break;
+    }
+done:
+    free(w);
+    sb_free(&name);
+    return r;
+}
+
+/* The worker: CRC every record in turn, through its own 1 MiB buffer. */
+static int crc_worker(void *arg)
+{
+    crc_job *j = arg;
+    size_t cap = (size_t)1 << 20, i;
+    unsigned char *buf = malloc(cap);
+    int result = 1;
+    if (!buf) {
+        j->err = ENOMEM;
+        atomic_store(&j->done, 3);
+        return 0;
+    }
+    for (i = 0; i < j->n && result == 1; i++) {
+        const crc_rec *rec = &j->recs[i];
+        uLong crc = crc32(0L, Z_NULL, 0);
+        uint64_t pos = 0;
+        while (pos < rec->size) {
+            size_t k = rec->size - pos < cap ? (size_t)(rec->size - pos) : cap;
+            if (atomic_load(&j->stop)) {
+                result = 1;
+                i = j->n;
+                break;
+            }
+            if (pread_full(j->fd, buf, k, rec->off + pos) != 0) {
+                j->err = errno;
+                j->bad = i;
+                result = 3;
+                break;
+            }
+            crc = crc32(crc, buf, (uInt)k);
+            pos += k;
+        }
+        if (result == 1 && pos == rec->size && (uint32_t)crc != rec->crc) {
+            j->bad = i;
+            j->computed = (uint32_t)crc;
+            result = 2;
+        }
+    }
+    free(buf);
+    atomic_store(&j->done, result);
+    return 0;
+}
+
+/* Why the check failed, in one line; returns -1. */
+static int crc_report(conv *c)
+{
+    crc_job *j = c->job;
+    const crc_rec *rec = &j->recs[j->bad];
+    sbuf shown;
+    progress_hide(&c->prog);
+    memset(&shown, 0, sizeof shown);
+    put_shown_name(&shown, rec->tensor);
+    sb_str(&shown, " in record ");
+    put_escaped(&shown, c->info.root);
+    sb_str(&shown, "/data/");
+    put_escaped(&shown, rec->key);
+    sb_char(&shown, '\0');
+    if (atomic_load(&j->done) == 3) {
+        if (j->err == ENOMEM)
+            cli_error("%s: out of memory", c->path);
+        else
+            src_error(c, j->err);
+    } else {
+        cli_error("%s: crc mismatch for tensor %s (recorded %08x, computed "
+                  "%08x): the file is damaged; --no-verify converts it "
+                  "anyway (byte %llu)",
+                  c->path, shown.oom ? "?" : shown.p,
+                  (unsigned)rec->crc, (unsigned)j->computed,
+                  (unsigned long long)rec->off);
+    }
+    sb_free(&shown);
+    return -1;
+}
+
+/* Nonzero once the worker found damage (the copy can stop). */
+static int crc_failed(const conv *c)
+{
+    return c->job && atomic_load(&c->job->done) > 1;
+}
+
+/* Wait for the worker (told to stop when `abandon`); 0 when every record
+ * is intact, else -1 after the report. */
+static int crc_join(conv *c, int abandon)
+{
+    crc_job *j = c->job;
+    if (!j)
+        return 0;
+    if (abandon)
+        atomic_store(&j->stop, 1);
+    if (j->threaded) {
+        thrd_join(j->thread, NULL);
+        j->threaded = 0;
+    }
+    if (abandon)
+        return -1;
+    return atomic_load(&j->done) == 1 ? 0 : crc_report(c);
+}
+
+static void crc_start(conv *c)
+{
+    crc_job *j = c->job;
+    if (!j)
+        return;
+    if (j->n == 0) {
+        atomic_store(&j->done, 1);
+        return;
+    }
+    if (thrd_create(&j->thread, crc_worker, j) == thrd_success)
+        j->threaded = 1;
+    else
+        crc_worker(j); /* no thread: check first, then copy */
+}
+
+static void crc_free(conv *c)
+{
+    if (c->job) {
+        crc_join(c, 1);
+        free(c->job->recs);
+        free(c->job);
+        c->job = NULL;
+    }
+}
+
+/* Let the library check the whole file (deflated records, records this
+ * program cannot locate): one pass before the copy. */
+static int verify_with_library(conv *c)
+{
+    ckpt_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_verify(c->f, NULL, NULL, &err) == 0)
+        return 0;
+    if (err.code == CKPT_E_FORMAT) {
+        size_t n = strlen(err.message);
+        snprintf(err.message + n, sizeof err.message - n,
+                 ": the file is damaged; --no-verify converts it anyway");
+    }
+    return lib_error(c, &err);
+}
+
+/* Plan the check of the ZIP records the written tensors use.  Legacy and
+ * TAR files carry no checksum: nothing to do. */
+static int plan_verify(conv *c)
+{
+    size_t ns = ckpt_storage_count(c->f), i, nzero = 0;
+    unsigned char *seen;
+    crc_job *j;
+    int need_lib = 0;
+
+    if (!c->verify || c->info.format != CKPT_FORMAT_ZIP || c->nts == 0)
+        return 0;
+    seen = calloc(ns ? ns : 1, 1);
+    j = calloc(1, sizeof *j);
+    if (j)
+        j->recs = calloc(ns ? ns : 1, sizeof j->recs[0]);
+    if (!seen || !j || !j->recs) {
+        free(seen);
+        if (j)
+            free(j->recs);
+        free(j);
+        return nomem(c);
+    }
+    j->fd = c->src_fd;
+    atomic_init(&j->stop, 0);
+    atomic_init(&j->done, 0);
+    c->job = j;
+    for (i = 0; i < c->nts && !need_lib; i++) {
+        const ckpt_tensor *t = c->ts[i].t;
+        const ckpt_storage *s = ckpt_storage_at(c->f, t->storage);
+        crc_rec *rec;
+        int r;
+        if (!s || t->storage >= ns || seen[t->storage] || s->nbytes == 0)
+            continue;
+        seen[t->storage] = 1;
+        if (s->file_offset < 0) {
+            need_lib = 1;
+            break;
+        }
+        rec = &j->recs[j->n];
+        memset(rec, 0, sizeof *rec);
+        r = find_record(c, s, rec);
+        if (r < 0) {
+            free(seen);
+            return -1;
+        }
+        if (r == 2)
+            need_lib = 1;
+        else if (r == 1)
+            nzero++;
+        else {
+            rec->tensor = t->name;
+            rec->key = s->key;
+            j->n++;
+        }
+    }
+    free(seen);
+    if (need_lib) {
+        j->n = 0;
+        return verify_with_library(c);
+    }
+    if (nzero > 0)
+        cli_error("%s: warning: %zu record%s carry no CRC-32 (saved without "
+                  "one): not checked",
+                  c->path, nzero, nzero == 1 ? "" : "s");
+    return 0;
 }
 
 /* Bytes of one number to reverse for little-endian: the element. */
@@ -486,7 +839,7 @@ static int write_tensor(conv *c, const conv_tensor *ct)
         }
         c->stage_len += k;
         pos += k;
-        progress_add(c, k);
+        progress_advance(&c->prog, k);
         if (c->stage_len >= STAGE_FLUSH && stage_flush(c) != 0)
             return -1;
     }
@@ -497,12 +850,13 @@ static int write_tensor(conv *c, const conv_tensor *ct)
 
 static int collect_tensors(conv *c, int skip_unsupported)
 {
-    size_t n = ckpt_tensor_count(c->f), i, nbad = 0;
-    sbuf bad, name;
+    size_t n = ckpt_tensor_count(c->f), i, nbad = 0, nraw = 0;
+    sbuf bad, raw, name;
     uint64_t pos = 0;
     int r = 0;
 
     memset(&bad, 0, sizeof bad);
+    memset(&raw, 0, sizeof raw);
     memset(&name, 0, sizeof name);
     c->ts = calloc(n ? n : 1, sizeof c->ts[0]);
     if (!c->ts)
@@ -513,6 +867,18 @@ static int collect_tensors(conv *c, int skip_unsupported)
         conv_tensor *ct;
         if (!t)
             continue;
+        if (c->filter && fnmatch(c->filter, t->name, 0) != 0)
+            continue;
+        if (!is_utf8(t->name)) {
+            /* safetensors keys are JSON strings: UTF-8.  Never rename. */
+            if (nraw < NAMES_SHOWN) {
+                if (nraw > 0)
+                    sb_str(&raw, ", ");
+                put_shown_name(&raw, t->name);
+            }
+            nraw++;
+            continue;
+        }
         dt = st_dtype_name(t->dtype);
         if (!dt) {
             if (nbad < NAMES_SHOWN) {
@@ -555,7 +921,7 @@ static int collect_tensors(conv *c, int skip_unsupported)
         case 0:
             name.len = 0;
             put_shown_name(&name, t->name);
-            r = cli_error("%s: two tensors would be named '%s' in safetensors",
+            r = cli_error("%s: two tensors would be named %s in safetensors",
                           c->path, name.oom ? "?" : name.p);
             break;
         default:
@@ -564,6 +930,25 @@ static int collect_tensors(conv *c, int skip_unsupported)
         }
         ct->begin = pos;
         pos += t->nbytes;
+    }
+    if (r == 0 && nraw > 0) {
+        if (nraw > NAMES_SHOWN) {
+            char more[48];
+            snprintf(more, sizeof more, ", ... (%zu more)", nraw - NAMES_SHOWN);
+            sb_str(&raw, more);
+        }
+        if (raw.oom) {
+            r = nomem(c);
+        } else if (!skip_unsupported) {
+            r = cli_error("%s: cannot convert %zu tensor%s whose name is not valid "
+                          "UTF-8, which safetensors names must be: %s "
+                          "(--skip-unsupported leaves them out)",
+                          c->path, nraw, nraw == 1 ? "" : "s", raw.p);
+        } else {
+            cli_error("%s: warning: left out %zu tensor%s whose name is not "
+                      "valid UTF-8: %s",
+                      c->path, nraw, nraw == 1 ? "" : "s", raw.p);
+        }
     }
     if (r == 0 && nbad > 0) {
         if (nbad > NAMES_SHOWN) {
@@ -583,8 +968,16 @@ static int collect_tensors(conv *c, int skip_unsupported)
                       c->path, nbad, nbad == 1 ? "" : "s", bad.p);
         }
     }
+    if (r == 0 && c->filter && c->nts == 0 && nraw == 0 && nbad == 0) {
+        name.len = 0;
+        put_shown_name(&name, c->filter);
+        sb_char(&name, '\0');
+        cli_error("%s: warning: --filter %s matches no tensor", c->path,
+                  name.oom ? "?" : name.p);
+    }
     c->data_size = pos;
     sb_free(&bad);
+    sb_free(&raw);
     sb_free(&name);
     return r == 0 ? 0 : -1;
 }
@@ -1009,19 +1402,19 @@ static int write_output(conv *c, int force)
 #ifdef POSIX_FADV_SEQUENTIAL
     posix_fadvise(c->src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-    if (c->progress)
-        clock_gettime(CLOCK_MONOTONIC, &c->last);
-    for (i = 0; i < c->nts && r == 0; i++)
+    progress_start(&c->prog, c->data_size, "converting");
+    if (r == 0)
+        crc_start(c);
+    for (i = 0; i < c->nts && r == 0 && !crc_failed(c); i++)
         if (write_tensor(c, &c->ts[i]) != 0)
             r = -1;
     if (r == 0 && stage_flush(c) != 0)
         r = -1;
     if (r == 0)
         write_behind(c, c->stage_off, 1);
-    if (r == 0 && c->progress) {
-        progress_draw(c);
-        progress_clear(c);
-    }
+    /* the copy is done: the check decides */
+    r = crc_join(c, r != 0) != 0 ? -1 : r;
+    progress_finish(&c->prog);
     if (r != 0) {
         cli_atomic_abort(&a);
         return -1;
@@ -1045,6 +1438,7 @@ static void conv_free(conv *c)
     st_set_free(&c->names);
     st_set_free(&c->meta_keys);
     free(c->stage);
+    crc_free(c);
     ckpt_close(c->f);
     if (c->src_fd >= 0)
         close(c->src_fd);
@@ -1096,8 +1490,8 @@ static int open_source(conv *c, const char *key)
 
 int cmd_convert(int argc, char **argv)
 {
-    int nops = 0, r, skip = 0, force = 0, sync = 0;
-    const char *key = NULL;
+    int nops = 0, r, skip = 0, force = 0, sync = 0, no_verify = 0;
+    const char *key = NULL, *filter = NULL;
     char *ops[2];
     struct stat st;
     conv c;
@@ -1106,6 +1500,8 @@ int cmd_convert(int argc, char **argv)
         {"--skip-unsupported", 0, 0, NULL, &skip},
         {"--force", 0, 0, NULL, &force},
         {"--sync", 0, 0, NULL, &sync},
+        {"--no-verify", 0, 0, NULL, &no_verify},
+        {"--filter", 0, 1, &filter, NULL},
     };
 
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
@@ -1126,7 +1522,8 @@ int cmd_convert(int argc, char **argv)
     c.src_fd = -1;
     c.out_fd = -1;
     c.big_host = cli_host_big_endian();
-    c.progress = isatty(STDERR_FILENO);
+    c.verify = !no_verify;
+    c.filter = filter;
 #ifdef SIGXFSZ
     /* past a file size limit, fail the write (EFBIG) and clean up rather
      * than be killed with the temporary file left behind */
@@ -1140,7 +1537,8 @@ int cmd_convert(int argc, char **argv)
 
     r = CLI_FAIL;
     if (open_source(&c, key) == 0 && collect_tensors(&c, skip) == 0 &&
-        collect_metadata(&c) == 0 && write_output(&c, force) == 0)
+        collect_metadata(&c) == 0 && plan_verify(&c) == 0 &&
+        write_output(&c, force) == 0)
         r = CLI_OK;
     conv_free(&c);
     return r;
