@@ -884,7 +884,9 @@ static int collect_tensors(conv *c, int skip_unsupported)
             if (nbad < NAMES_SHOWN) {
                 if (nbad > 0)
                     sb_str(&bad, ", ");
-                put_shown_name(&bad, t->name);
+                if (t->name[0] == '\0')
+                    sb_str(&bad, "\"\"");
+                put_escaped(&bad, t->name);
                 sb_str(&bad, " (");
                 sb_str(&bad, ckpt_dtype_name(t->dtype));
                 sb_char(&bad, ')');
