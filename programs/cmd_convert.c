@@ -153,6 +153,8 @@ typedef struct crc_rec {
     uint32_t crc;
     const char *tensor;
     const char *key; /* storage key */
+    int checked;     /* small: already checked while located */
+    uint32_t computed;
 } crc_rec;
 
 /* The records to check, read by a second thread while the main one copies
@@ -210,6 +212,8 @@ typedef struct conv {
     const char *filter; /* --filter GLOB: only the tensors it matches */
     int verify;         /* check the CRC-32 of the ZIP records copied */
     crc_job *job;       /* the records to check, while the copy goes on */
+    unsigned char *pbuf; /* locating records: header window (+ small data) */
+    size_t pbuf_cap;
 } conv;
 
 /* ---- messages ---------------------------------------------------------- */
@@ -490,20 +494,25 @@ static uint64_t rd_le64(const unsigned char *p)
 }
 
 #define LOCAL_EXTRA_MAX 1024 /* torch pads its extra fields to 64 bytes */
+/* A record this small is read with its header in one call and checked at
+ * once: a file of 100,000 small tensors would otherwise cost three system
+ * calls a record. */
+#define SMALL_RECORD ((uint64_t)64 << 10)
 
 /* Find the recorded CRC-32 and size of the stored record holding storage s
  * (the library does not tell them yet): its local header ends exactly where
  * the storage's bytes start and names <root>/data/<key>; without a data
  * descriptor the header holds the CRC and size, with one (torch's writer)
  * the descriptor right after the storage's bytes does, its sizes equal to
- * the storage's.  Returns 0 with rec filled, 1 when no CRC was recorded
+ * the storage's.  A small record is read in the same call and its CRC
+ * computed (rec->checked).  Returns 0 with rec filled, 1 when no CRC was recorded
  * (zero), 2 when the record could not be located this way (the caller then
  * has the library verify the file), -1 after a read error (reported). */
 static int find_record(conv *c, const ckpt_storage *s, crc_rec *rec)
 {
-    unsigned char *w = NULL, dd[24];
+    unsigned char *w, dd[24];
     uint64_t off = (uint64_t)s->file_offset, fsize = c->info.file_size, i;
-    size_t nlen, wlen;
+    size_t nlen, wlen, tail = 0;
     sbuf name;
     int r = 2;
 
@@ -519,13 +528,27 @@ static int find_record(conv *c, const ckpt_storage *s, crc_rec *rec)
     wlen = 30 + nlen + LOCAL_EXTRA_MAX;
     if (off < wlen)
         wlen = (size_t)off;
-    if (wlen < 30 + nlen || !(w = malloc(wlen)))
+    if (wlen < 30 + nlen || off > fsize)
         goto done;
-    if (pread_full(c->src_fd, w, wlen, off - wlen) != 0) {
+    if (s->nbytes <= SMALL_RECORD)
+        tail = (size_t)(fsize - off < s->nbytes + sizeof dd ? fsize - off
+                                                            : s->nbytes + sizeof dd);
+    if (c->pbuf_cap < wlen + tail) {
+        unsigned char *nb = realloc(c->pbuf, wlen + tail);
+        if (!nb) {
+            r = nomem(c);
+            goto done;
+        }
+        c->pbuf = nb;
+        c->pbuf_cap = wlen + tail;
+    }
+    w = c->pbuf;
+    if (pread_full(c->src_fd, w, wlen + tail, off - wlen) != 0) {
         r = src_error(c, errno);
         goto done;
     }
-    for (i = 0; i + 30 + nlen <= wlen; i++) {
+    /* from the end: the extra field is short (torch: < 64 bytes) */
+    for (i = wlen - 30 - nlen + 1; i-- > 0;) {
         const unsigned char *h = w + i;
         uint16_t flags;
         uint32_t crc, comp, size;
@@ -552,7 +575,9 @@ static int find_record(conv *c, const ckpt_storage *s, crc_rec *rec)
                            : sizeof dd;
             if (off + s->nbytes > fsize || k < 16)
                 break;
-            if (pread_full(c->src_fd, dd, k, off + s->nbytes) != 0) {
+            if (tail >= s->nbytes + k)
+                memcpy(dd, w + wlen + s->nbytes, k);
+            else if (pread_full(c->src_fd, dd, k, off + s->nbytes) != 0) {
                 r = src_error(c, errno);
                 goto done;
             }
@@ -571,10 +596,14 @@ static int find_record(conv *c, const ckpt_storage *s, crc_rec *rec)
             break;
         rec->off = off;
         r = rec->crc == 0 ? 1 : 0;
+        if (r == 0 && rec->size <= tail) {
+            rec->computed = (uint32_t)crc32(crc32(0L, Z_NULL, 0), w + wlen,
+                                            (uInt)rec->size);
+            rec->checked = 1;
+        }
         break;
     }
 done:
-    free(w);
     sb_free(&name);
     return r;
 }
@@ -631,10 +660,9 @@ static int crc_worker(void *arg)
 }
 
 /* Why the check failed, in one line; returns -1. */
-static int crc_report(conv *c)
+static int report_crc(conv *c, const crc_rec *rec, int read_error, int e,
+                      uint32_t computed)
 {
-    crc_job *j = c->job;
-    const crc_rec *rec = &j->recs[j->bad];
     sbuf shown;
     progress_hide(&c->prog);
     memset(&shown, 0, sizeof shown);
@@ -644,21 +672,28 @@ static int crc_report(conv *c)
     sb_str(&shown, "/data/");
     put_escaped(&shown, rec->key);
     sb_char(&shown, '\0');
-    if (atomic_load(&j->fail) == 3) {
-        if (j->err == ENOMEM)
+    if (read_error) {
+        if (e == ENOMEM)
             cli_error("%s: out of memory", c->path);
         else
-            src_error(c, j->err);
+            src_error(c, e);
     } else {
         cli_error("%s: crc mismatch for tensor %s (recorded %08x, computed "
                   "%08x): the file is damaged; --no-verify converts it "
                   "anyway (byte %llu)",
                   c->path, shown.oom ? "?" : shown.p,
-                  (unsigned)rec->crc, (unsigned)j->computed,
+                  (unsigned)rec->crc, (unsigned)computed,
                   (unsigned long long)rec->off);
     }
     sb_free(&shown);
     return -1;
+}
+
+static int crc_report(conv *c)
+{
+    crc_job *j = c->job;
+    return report_crc(c, &j->recs[j->bad], atomic_load(&j->fail) == 3, j->err,
+                      j->computed);
 }
 
 /* Nonzero once the worker found damage (the copy can stop). */
@@ -777,7 +812,12 @@ static int plan_verify(conv *c)
         else {
             rec->tensor = t->name;
             rec->key = s->key;
-            j->n++;
+            if (!rec->checked)
+                j->n++; /* the worker checks it during the copy */
+            else if (rec->computed != rec->crc) {
+                free(seen);
+                return report_crc(c, rec, 0, 0, rec->computed);
+            }
         }
     }
     free(seen);
@@ -1450,6 +1490,7 @@ static void conv_free(conv *c)
     st_set_free(&c->names);
     st_set_free(&c->meta_keys);
     free(c->stage);
+    free(c->pbuf);
     crc_free(c);
     ckpt_close(c->f);
     if (c->src_fd >= 0)
