@@ -77,9 +77,11 @@ static const char usage[] =
     "never changed): the message shows their bytes escaped as \\xNN.\n"
     "\n"
     "What is copied is checked: the CRC-32 of every ZIP record a tensor is\n"
-    "copied from is computed as the copy goes on (on a second thread, from\n"
-    "the same cached pages) and compared with the one the ZIP recorded;\n"
-    "a mismatch names the tensor and record, exits 1 and leaves no OUT.\n"
+    "copied from is computed as the copy goes on and compared with the one\n"
+    "the ZIP recorded (a tensor that is a whole record is checked in the\n"
+    "buffer it is copied through; views and shared storages are read by a\n"
+    "second thread); a mismatch names the tensor and record, exits 1 and\n"
+    "leaves no OUT.\n"
     "Deflated records are checked by a pass over the whole file first.\n"
     "Records only left-out tensors use (--filter, --key) are not read.\n"
     "Legacy and TAR files carry no checksums; records saved without a CRC\n"
@@ -141,6 +143,7 @@ typedef struct conv_tensor {
     char *name; /* valid UTF-8 */
     size_t name_len;
     uint64_t begin; /* in the data section */
+    size_t check;   /* 1 + the crc_rec its copy checks as it goes, or 0 */
 } conv_tensor;
 
 typedef struct meta_entry {
@@ -157,16 +160,19 @@ typedef struct crc_rec {
     const char *tensor;
     const char *key; /* storage key */
     int checked;     /* small: already checked while located */
+    int streamed;    /* checked by the copy of the tensor that is all of it */
     uint32_t computed;
 } crc_rec;
 
-/* The records to check, read by a second thread while the main one copies
- * (copy_file_range gives the bytes no stop in this process), and by the
- * main one too once its copy is done: both read the same cached pages, so
- * on two cores the check costs little wall time and no second pass of I/O.
- * (Measured on 1 GiB with zlib's crc32: no check 0.38 s of CPU, this
- * 0.78 s spread over two cores, read + CRC + write in the copy loop 1.07 s
- * on one; see bench/README.md.) */
+/* The records to check.  A big tensor that is all of its record is checked
+ * by its own copy, read + CRC + write through 1 MiB of the buffer instead
+ * of copy_file_range (streamed).  The other records (views, shared
+ * storages, records of 64 KiB to 1 MiB) are read by a second thread while
+ * the main one copies, and by the main one too once its copy is done.
+ * Records of at most 64 KiB are checked when they are located.  (Measured
+ * on 1 GiB, see bench/README.md: with the carry-less CRC, read + CRC +
+ * write costs about the CPU of copy_file_range alone; the kernel copy
+ * plus a second read on the thread costs 1.6x that.) */
 typedef struct crc_job {
     int fd;
     crc_rec *recs;
@@ -419,7 +425,12 @@ static int stage_alloc(conv *c)
 
 /* Copy n bytes at `off` of FILE to `pos` of OUT in COPY_CHUNK pieces: the
  * piece stays in the CPU cache between the read and the write. */
-static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n)
+static uLong crc_update(uLong crc, const unsigned char *p, size_t n);
+
+/* With crc, the CRC-32 of the bytes copied is carried on into *crc: they
+ * are checked as they pass, in the CPU cache between the read and the
+ * write. */
+static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n, uLong *crc)
 {
     size_t chunk;
     if (stage_alloc(c) != 0)
@@ -429,6 +440,8 @@ static int copy_rw(conv *c, uint64_t off, uint64_t pos, uint64_t n)
         size_t k = n < chunk ? (size_t)n : chunk;
         if (pread_full(c->src_fd, c->stage, k, off) != 0)
             return src_error(c, errno);
+        if (crc)
+            *crc = crc_update(*crc, c->stage, k);
         if (pwrite_full(c->out_fd, c->stage, k, pos) != 0)
             return out_error(c, errno);
         off += k;
@@ -481,7 +494,7 @@ static int copy_direct(conv *c, uint64_t off, uint64_t pos, uint64_t n)
         c->copy_mode++; /* not for this pair of files: the next way */
     }
 #endif
-    return n > 0 ? copy_rw(c, off, pos, n) : 0;
+    return n > 0 ? copy_rw(c, off, pos, n, NULL) : 0;
 }
 
 /* ---- checking the CRC-32 of ZIP records --------------------------------- */
@@ -725,6 +738,8 @@ static void crc_records(crc_job *j)
         if (i >= j->n || atomic_load(&j->stop) || atomic_load(&j->fail))
             break;
         rec = &j->recs[i];
+        if (rec->streamed)
+            continue;
         while (pos < rec->size && !atomic_load(&j->stop)) {
             size_t k = rec->size - pos < cap ? (size_t)(rec->size - pos) : cap;
             if (pread_full(j->fd, buf, k, rec->off + pos) != 0) {
@@ -848,6 +863,8 @@ static int verify_with_library(conv *c)
 
 /* Plan the check of the ZIP records the written tensors use.  Legacy and
  * TAR files carry no checksum: nothing to do. */
+static int is_direct(const conv *c, const ckpt_tensor *t);
+
 static int plan_verify(conv *c)
 {
     size_t ns = ckpt_storage_count(c->f), i, nzero = 0;
@@ -899,8 +916,14 @@ static int plan_verify(conv *c)
         else {
             rec->tensor = t->name;
             rec->key = s->key;
+            if (!rec->checked && is_direct(c, t) && t->nbytes >= DIRECT_MIN &&
+                (uint64_t)t->file_offset == rec->off && t->nbytes == rec->size) {
+                /* the first tensor written from it is all of it */
+                rec->streamed = 1;
+                c->ts[i].check = j->n + 1;
+            }
             if (!rec->checked)
-                j->n++; /* the worker checks it during the copy */
+                j->n++; /* the worker (or the copy) checks it */
             else if (rec->computed != rec->crc) {
                 free(seen);
                 return report_crc(c, rec, 0, 0, rec->computed);
@@ -945,8 +968,18 @@ static int write_tensor(conv *c, const conv_tensor *ct)
     if (direct && n >= DIRECT_MIN) {
         if (stage_flush(c) != 0)
             return -1;
-        if (copy_direct(c, (uint64_t)t->file_offset, c->stage_off, n) != 0)
+        if (ct->check > 0) {
+            /* read, check and write: measured cheaper than the kernel copy
+             * plus a second read for the check */
+            const crc_rec *rec = &c->job->recs[ct->check - 1];
+            uLong crc = crc32(0L, Z_NULL, 0);
+            if (copy_rw(c, (uint64_t)t->file_offset, c->stage_off, n, &crc) != 0)
+                return -1;
+            if ((uint32_t)crc != rec->crc)
+                return report_crc(c, rec, 0, 0, (uint32_t)crc);
+        } else if (copy_direct(c, (uint64_t)t->file_offset, c->stage_off, n) != 0) {
             return -1;
+        }
         c->stage_off += n;
         return 0;
     }

@@ -75,15 +75,16 @@ EOF
 
 # ---- 1. CRC-32 of the copied records ----------------------------------------
 
-# damage SRC DST: copy SRC flipping one bit in the middle of its first
-# non-empty stored data/ record; prints that record's name
+# damage SRC DST [N]: copy SRC flipping one bit in the middle of its first
+# non-empty stored data/ record (or of record data/N); prints its name
 damage() {
-    $PY - "$1" "$2" <<'EOF'
+    $PY - "$1" "$2" "${3:-}" <<'EOF'
 import struct, sys, zipfile
-src, dst = sys.argv[1], sys.argv[2]
+src, dst, n = sys.argv[1], sys.argv[2], sys.argv[3]
 raw = bytearray(open(src, 'rb').read())
 for info in zipfile.ZipFile(src).infolist():
-    if '/data/' in info.filename and info.file_size > 0:
+    if ('/data/' in info.filename and info.file_size > 0 and
+            (not n or info.filename.endswith('/data/' + n))):
         h = info.header_offset
         nl, el = struct.unpack('<HH', raw[h + 26:h + 30])
         raw[h + 30 + nl + el + info.compress_size // 2] ^= 0x10
@@ -239,16 +240,31 @@ if ! "$TORCH_PY" -c 'import torch' 2>/dev/null; then
     skip "torch missing: big-file CRC check and progress bar not tested"
 else
     mkdir "$TMP/big"
-    # 3 MiB tensors go through copy_file_range; 72 MiB in all (> 64 MiB)
+    # 3 MiB tensors are checked as they are copied; a 512 KiB one (data/0)
+    # and a view of a 2 MiB storage (data/1) by the checking thread;
+    # 72 MiB in all (> 64 MiB)
     "$TORCH_PY" -c "
 import sys, torch
 g = torch.Generator().manual_seed(9)
-torch.save({'t%d' % k: torch.rand(3 << 18, generator=g) for k in range(24)}, sys.argv[1])
+d = {'a': torch.rand(1 << 17, generator=g), 'b': torch.rand(1 << 19, generator=g)[4:]}
+d.update({'t%d' % k: torch.rand(3 << 18, generator=g) for k in range(23)})
+torch.save(d, sys.argv[1])
 " "$TMP/big.pt"
-    rec=$(damage "$TMP/big.pt" "$TMP/bigbad.pt")
-    run "$TMP/bigbad.pt" "$TMP/big/out.st"
-    check "damaged 3 MiB record (kernel copy): exit 1, named, no OUT" \
-        "$(status 1)$(grep_err "in record $rec")$(empty_dir "$TMP/big")"
+    for n in 0 1 5; do
+        rec=$(damage "$TMP/big.pt" "$TMP/bigbad.pt" $n)
+        run "$TMP/bigbad.pt" "$TMP/big/out.st"
+        check "damaged record data/$n of a 72 MiB file: exit 1, named, no OUT" \
+            "$(status 1)$(grep_err "in record $rec")$(empty_dir "$TMP/big")"
+    done
+    run --no-verify "$TMP/bigbad.pt" "$TMP/big/out.st"
+    check "damaged 72 MiB file, --no-verify: converted" "$(status 0)$(only_out "$TMP/big" out.st)"
+    rm -f "$TMP/big/out.st"
+    run "$TMP/big.pt" "$TMP/big/a.st"
+    r1=$(status 0)
+    run --no-verify "$TMP/big.pt" "$TMP/big/b.st"
+    check "intact 72 MiB file: same output with and without --no-verify" \
+        "$r1$(status 0)$(cmp "$TMP/big/a.st" "$TMP/big/b.st" 2>&1)"
+    rm -f "$TMP/big/a.st" "$TMP/big/b.st"
     run "$TMP/big.pt" "$TMP/big/out.st"
     check "72 MiB, stderr not a terminal: converted, no progress output" \
         "$(status 0)$([ -s "$ERR" ] && echo "stderr: $(cat -v "$ERR" | head -c 200)")"
