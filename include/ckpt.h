@@ -426,6 +426,14 @@ CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);
 CKPT_API int ckpt_verify(const ckpt_file *f,
                          void (*note)(void *ctx, const char *line), void *ctx,
                          ckpt_error *err);
+/* ckpt_verify() that also reports how far it got: `progress` (may be NULL)
+ * is called with the bytes checked so far and the total to check, between
+ * records and once at the end (done == total); for containers checked
+ * entirely at open it is not called.  Both callbacks receive `ctx`. */
+CKPT_API int ckpt_verify_progress(const ckpt_file *f,
+                                  void (*note)(void *ctx, const char *line),
+                                  void (*progress)(void *ctx, uint64_t done, uint64_t total),
+                                  void *ctx, ckpt_error *err);
 
 /* Oddities the pickle machine noticed (several PROTO opcodes, data after
  * STOP, ...), one line each. */

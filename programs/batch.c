@@ -6,14 +6,29 @@
 #endif
 
 #include "cli.h"
+#include "progress.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int cli_batch(char **files, int nfiles, int json,
               int (*one)(const char *path, void *ctx), void *ctx)
 {
     int i, worst = CLI_OK, r;
+    progress bar;
+    uint64_t total = 0;
+    struct stat st;
+    /* a bar over the files' bytes, when the output goes elsewhere than the
+     * terminal the bar is drawn on (ckpt scan --json *.bin > report) */
+    int show = nfiles > 1 && !isatty(STDOUT_FILENO);
+    if (show) {
+        for (i = 0; i < nfiles; i++)
+            if (stat(files[i], &st) == 0 && S_ISREG(st.st_mode))
+                total += (uint64_t)st.st_size;
+        progress_start(&bar, total, "reading files");
+    }
     for (i = 0; i < nfiles; i++) {
         if (nfiles > 1 && !json) {
             fputs(i ? "\n==> " : "==> ", stdout);
@@ -23,7 +38,11 @@ int cli_batch(char **files, int nfiles, int json,
         /* keep stdout and stderr in order for people reading both */
         if (nfiles > 1)
             fflush(stdout);
+        if (show)
+            progress_hide(&bar); /* messages start on a clean line */
         r = one(files[i], ctx);
+        if (show && stat(files[i], &st) == 0 && S_ISREG(st.st_mode))
+            progress_advance(&bar, (uint64_t)st.st_size);
         if (r > worst)
             worst = r;
         if (nfiles > 1)
@@ -31,6 +50,8 @@ int cli_batch(char **files, int nfiles, int json,
         if (cli_stdout_failed())
             break; /* reported by cli_stdout_finish() */
     }
+    if (show)
+        progress_finish(&bar);
     return worst;
 }
 

@@ -6,6 +6,7 @@
 #endif
 
 #include "cli.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ static int write_tensor(const ckpt_file *f, const char *path,
     uint64_t pos = 0;
     unsigned char *buf;
     ckpt_error err;
+    progress bar;
 
     if (t->nbytes < cap)
         cap = (size_t)t->nbytes;
@@ -61,12 +63,14 @@ static int write_tensor(const ckpt_file *f, const char *path,
     buf = malloc(cap);
     if (!buf)
         return cli_error("%s: out of memory (%zu bytes)", path, cap);
+    progress_start(&bar, t->nbytes, "writing");
     while (pos < t->nbytes) {
         size_t n = t->nbytes - pos < cap ? (size_t)(t->nbytes - pos) : cap;
         memset(&err, 0, sizeof err);
         err.offset = -1;
         if (ckpt_tensor_read_range(f, t, pos, buf, n, &err) != 0) {
             free(buf);
+            progress_finish(&bar);
             return cli_file_error(path, &err);
         }
         if (swap)
@@ -74,6 +78,7 @@ static int write_tensor(const ckpt_file *f, const char *path,
         if (fwrite(buf, 1, n, out) != n) {
             int e = errno;
             free(buf);
+            progress_finish(&bar);
             if (!out_name) {
                 cli_stdout_failed(); /* reported by cli_stdout_finish() */
                 return CLI_FAIL;
@@ -81,7 +86,9 @@ static int write_tensor(const ckpt_file *f, const char *path,
             return cli_error("%s: %s", out_name, strerror(e != 0 ? e : EIO));
         }
         pos += n;
+        progress_advance(&bar, n);
     }
+    progress_finish(&bar);
     free(buf);
     return CLI_OK;
 }

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "ckpt_export.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -66,9 +67,13 @@ typedef struct sink {
     int e;
 } sink;
 
+/* One bar for the whole command: every tensor written, in bytes. */
+static progress bar;
+
 static int sink_write(void *ctx, const void *buf, size_t n)
 {
     sink *k = ctx;
+    progress_advance(&bar, n);
     if (fwrite(buf, 1, n, k->fp) == n)
         return 0;
     k->e = errno != 0 ? errno : EIO;
@@ -88,6 +93,7 @@ static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
     err.offset = -1;
     if (ckpt_export_npy_to(f, t, sink_write, &k, &err) == 0)
         return CLI_OK;
+    progress_hide(&bar);
     if (k.e != 0)
         return cli_error("%s: %s", out_name, strerror(k.e));
     return cli_file_error(path, &err);
@@ -102,6 +108,7 @@ static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t
     if (cli_out_open(&o, out_path, oo) != 0)
         return CLI_FAIL;
     r = write_npy(f, path, t, o.fp, o.shown);
+    progress_hide(&bar);
     if (r == CLI_OK) {
         if (cli_out_commit(&o) != 0)
             r = CLI_FAIL;
@@ -341,6 +348,7 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
             break;
         }
         r = extract_to(f, path, tensors[i], out, oo);
+        progress_hide(&bar);
         if (r == CLI_OK) {
             cli_json_string(stdout, tensors[i]->name, strlen(tensors[i]->name));
             fputs(" -> ", stdout);
@@ -408,7 +416,9 @@ int cmd_extract(int argc, char **argv)
     oo.sync = sync;
     oo.input = ops[0];
     if (out) {
+        progress_start(&bar, t->nbytes, "extracting");
         r = extract_to(f, ops[0], t, out, &oo);
+        progress_finish(&bar);
     } else if ((r = cli_mkdirs(dir)) == CLI_OK) {
         oo.no_follow = 1;
         n = t ? 1 : ckpt_tensor_count(f);
@@ -418,7 +428,13 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < n; i++)
                 list[i] = t ? t : ckpt_tensor_at(f, i);
+            uint64_t total = 0;
+            for (i = 0; i < n; i++)
+                total = total + list[i]->nbytes < total ? UINT64_MAX
+                                                        : total + list[i]->nbytes;
+            progress_start(&bar, total, "extracting");
             r = extract_dir(f, ops[0], dir, list, n, &oo);
+            progress_finish(&bar);
         }
         free((void *)list);
     }

@@ -6,6 +6,7 @@
 #endif
 
 #include "cli.h"
+#include "progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,21 @@ static const char usage[] =
 typedef struct verify_opts {
     int json, multi;
     sbuf notes; /* --json: the notes as JSON strings, ", "-separated */
+    progress bar; /* on a terminal, for a long check */
+    uint64_t last;
 } verify_opts;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    verify_opts *o = ctx;
+    if (o->multi)
+        return; /* several files: cli_batch() draws one bar for them all */
+    if (o->bar.total == 0 && total > 0)
+        progress_start(&o->bar, total, "verifying");
+    if (done > o->last)
+        progress_advance(&o->bar, done - o->last);
+    o->last = done;
+}
 
 /* A line of the library's text, escaped (cli_escape). */
 static void put_clean(const char *s)
@@ -56,6 +71,8 @@ static void put_clean(const char *s)
 static void print_note(void *ctx, const char *line)
 {
     verify_opts *o = ctx;
+    if (o)
+        progress_hide(&o->bar);
     if (o && o->json) {
         char *p = NULL;
         size_t n = 0;
@@ -171,7 +188,10 @@ static int verify_one(const char *path, void *ctx)
     }
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    r = ckpt_verify(f, print_note, o, &err);
+    memset(&o->bar, 0, sizeof o->bar);
+    o->last = 0;
+    r = ckpt_verify_progress(f, print_note, on_progress, o, &err);
+    progress_finish(&o->bar);
     nn = ckpt_note_count(f);
     for (i = 0; i < nn; i++) {
         const char *n = ckpt_note_at(f, i);

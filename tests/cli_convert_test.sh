@@ -282,6 +282,30 @@ torch.save(d, sys.argv[1])
         [ -z "$(echo "$last" | tr -d ' ')" ] || r="$r line left on screen: '$last'"
         [ -f "$TMP/big/out.st" ] || r="$r no OUT"
         check "72 MiB on a pty: progress bar drawn and erased" "$r"
+        # the same bar for the other long jobs: verify, cat and extract -d of
+        # all 72 MiB (cat: one 68 MiB tensor), and several files at once
+        # (output not on the terminal)
+        "$TORCH_PY" -c "import sys, torch; torch.save({'w': torch.zeros(17 << 20)}, sys.argv[1])" \
+            "$TMP/one.pt"
+        for job in "verify:verify '$TMP/big.pt'" \
+                   "writing:cat '$TMP/one.pt' w -o '$TMP/big/w.bin'" \
+                   "extracting:extract '$TMP/big.pt' -d '$TMP/big/npy'" \
+                   "reading files:scan '$TMP/big.pt' '$TMP/big.pt' '$TMP/big.pt' >/dev/null"; do
+            label=${job%%:*}
+            cmd=${job#*:}
+            [ "$label" = verify ] && label=verifying
+            script -qc "'$CKPT' $cmd" /dev/null </dev/null >"$TMP/pty" 2>&1
+            rc=$?
+            r=
+            [ "$rc" -eq 0 ] || r="exit status $rc"
+            grep -qF "ckpt: $label [" "$TMP/pty" || r="$r no bar in: $(cat -v "$TMP/pty" | head -c 200)"
+            last=$(tr '\r' '\n' <"$TMP/pty" | grep -v '^$' | grep -v '^ok: ' | grep -v ' -> ' | tail -n 1)
+            [ -z "$(echo "$last" | tr -d ' ')" ] || r="$r line left on screen: '$last'"
+            check "ckpt ${cmd%% *} of 72 MiB on a pty: '$label' bar drawn and erased" "$r"
+        done
+        "$CKPT" verify "$TMP/big.pt" >"$TMP/out" 2>"$TMP/err"
+        check "verify with stderr not a terminal: no bar" \
+            "$([ -s "$TMP/err" ] && echo "stderr: $(cat -v "$TMP/err" | head -c 200)")"
     else
         skip "no util-linux script: progress bar on a pty not tested"
     fi

@@ -22,8 +22,10 @@ typedef struct ck_format {
      * are stored as they are at s->data_off. */
     int (*storage_read)(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
                         ckpt_error *err);
-    /* Check what the container can check (CRCs); NULL: nothing more. */
-    int (*verify)(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err);
+    /* Check what the container can check (CRCs); NULL: nothing more.
+     * progress (may be NULL) hears bytes checked so far and the total. */
+    int (*verify)(const ckpt_file *f, void (*note)(void *, const char *),
+                  void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err);
     /* After a failed open: replace err by a likelier cause; NULL: none. */
     void (*blame)(ckpt_file *f, ckpt_error *err);
     /* Free f->fmt_state. */

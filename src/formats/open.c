@@ -130,8 +130,14 @@ void ckpt_close(ckpt_file *f) {
 }
 
 int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
+    return ckpt_verify_progress(f, note, NULL, ctx, err);
+}
+
+int ckpt_verify_progress(const ckpt_file *f, void (*note)(void *ctx, const char *line),
+                         void (*progress)(void *ctx, uint64_t done, uint64_t total), void *ctx,
+                         ckpt_error *err) {
     if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
-    if (f->fmt && f->fmt->verify) return f->fmt->verify(f, note, ctx, err);
+    if (f->fmt && f->fmt->verify) return f->fmt->verify(f, note, progress, ctx, err);
     if (note) {
         if (f->format == CKPT_FORMAT_LEGACY)
             note(ctx, "legacy stream: no checksums; storage element counts and sizes checked");

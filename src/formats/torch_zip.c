@@ -246,8 +246,9 @@ static int zip_open(ckpt_file *f, ckpt_error *err) {
     return run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err);
 }
 
-static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
-    return ck_zip_check(&ZI(f)->zip, note, ctx, err);
+static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *),
+                      void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err) {
+    return ck_zip_check(&ZI(f)->zip, note, progress, ctx, err);
 }
 
 static void zip_close(ckpt_file *f) {

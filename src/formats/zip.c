@@ -377,10 +377,16 @@ int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, c
     return rc;
 }
 
-int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *), void *ctx, ckpt_error *err) {
+int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
+                 void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err) {
     char line[400];
+    uint64_t total = 0, done = 0;
+    if (progress)
+        for (size_t i = 0; i < a->n; i++)
+            if (ck_add_ovf(total, a->e[i].comp_size, &total)) total = UINT64_MAX;
     for (size_t i = 0; i < a->n; i++) {
         const ck_zip_entry *z = &a->e[i];
+        if (progress && i > 0) progress(ctx, done, total);
         uint8_t h[30];
         CK_TRY(ck_read(a->src, z->local_off, h, 30, "local header", err));
         uint16_t nlen = ck_le16(h + 26);
@@ -426,7 +432,9 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *), void *ctx,
                     return ck_fail(err, CKPT_E_FORMAT, (int64_t)d, "data descriptor crc differs for %s", z->name);
             }
         }
+        if (ck_add_ovf(done, z->comp_size, &done)) done = UINT64_MAX;
     }
+    if (progress) progress(ctx, total, total);
     return 0;
 }
 

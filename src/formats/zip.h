@@ -38,7 +38,8 @@ int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckp
 int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
 /* Every record: local header against the directory, CRC, data descriptor;
  * `note` (may be NULL) hears what is worth saying but not wrong. */
-int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *), void *ctx, ckpt_error *err);
+int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
+                 void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err);
 void ck_zip_free(ck_zip *a);
 
 #endif
