@@ -14,11 +14,14 @@
 
 static const char usage[] =
     "Usage: ckpt cat [--key K] [-o OUT [--force] [--sync]] FILE NAME\n"
+    "       ckpt cat [--key K] [-o OUT [--force] [--sync]] --filter GLOB FILE\n"
     "Write the elements of tensor NAME (as listed by 'ckpt ls'; \"\" for a\n"
     "tensor at the root) in row-major order and little-endian byte order,\n"
     "with no header, to standard output or to OUT.  FILE '-' reads the\n"
     "checkpoint from standard input.  Binary data is not written to a\n"
-    "terminal unless asked for with -o -.\n"
+    "terminal unless asked for with -o -.  With --filter instead of NAME,\n"
+    "every tensor whose name matches is written, one after the other in\n"
+    "the order 'ckpt ls' lists them (each as above, with nothing between).\n"
     "\n"
     "Options:\n"
     "  -o, --output OUT  write to OUT instead of standard output ('-': standard\n"
@@ -29,6 +32,8 @@ static const char usage[] =
     "  --sync            flush OUT to disk before it appears (like cp, the\n"
     "                    default does not)\n"
     "  --key K           only what is under top-level key K (e.g. state_dict)\n"
+    "  --filter GLOB     the tensors whose name matches the shell pattern GLOB\n"
+    "                    (fnmatch: '*' also matches dots), instead of NAME\n"
     "  -h, --help        show this help\n";
 
 #define CAT_CHUNK ((size_t)4 << 20)
@@ -96,7 +101,8 @@ static int write_tensor(const ckpt_file *f, const char *path,
 int cmd_cat(int argc, char **argv)
 {
     int nops = 0, r, force = 0, sync = 0;
-    const char *key = NULL, *out = NULL;
+    const char *key = NULL, *out = NULL, *filter = NULL;
+    size_t i, n = 0, matched = 0;
     char *ops[2];
     const ckpt_tensor *t;
     ckpt_file *f;
@@ -107,6 +113,7 @@ int cmd_cat(int argc, char **argv)
         {"--output", 'o', 1, &out, NULL},
         {"--force", 0, 0, NULL, &force},
         {"--sync", 0, 0, NULL, &sync},
+        {"--filter", 0, 1, &filter, NULL},
     };
 
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
@@ -115,8 +122,10 @@ int cmd_cat(int argc, char **argv)
         return r;
     if (nops < 1)
         return cli_usage_error("cat: missing FILE");
-    if (nops < 2)
+    if (nops < 2 && !filter)
         return cli_usage_error("cat: missing NAME (the tensor to write)");
+    if (nops == 2 && filter)
+        return cli_usage_error("cat: give NAME or --filter GLOB, not both");
     if (out && out[0] == '\0')
         return cli_usage_error("cat: the output file name is empty");
     if (cli_out_refuse_tty("a tensor's bytes", out))
@@ -125,11 +134,21 @@ int cmd_cat(int argc, char **argv)
     f = cli_open(ops[0], key);
     if (!f)
         return CLI_FAIL;
-    t = ckpt_find(f, ops[1]);
-    if (!t) {
+    t = filter ? NULL : ckpt_find(f, ops[1]);
+    if (!filter && !t) {
         cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
         ckpt_close(f);
         return CLI_FAIL;
+    }
+    if (filter) {
+        n = ckpt_tensor_count(f);
+        for (i = 0; i < n; i++)
+            matched += cli_name_matches(filter, ckpt_tensor_at(f, i)->name) != 0;
+        if (matched == 0) {
+            cli_error("%s: no tensor name matches '%s'", ops[0], filter);
+            ckpt_close(f);
+            return CLI_FAIL;
+        }
     }
     memset(&oo, 0, sizeof oo);
     oo.force = force;
@@ -138,7 +157,13 @@ int cmd_cat(int argc, char **argv)
     if (cli_out_open(&o, out ? out : "-", &oo) != 0) {
         r = CLI_FAIL;
     } else {
-        r = write_tensor(f, ops[0], t, o.fp, o.is_stdout ? NULL : o.shown);
+        const char *shown = o.is_stdout ? NULL : o.shown;
+        if (t)
+            r = write_tensor(f, ops[0], t, o.fp, shown);
+        else
+            for (i = 0, r = CLI_OK; i < n && r == CLI_OK; i++)
+                if (cli_name_matches(filter, ckpt_tensor_at(f, i)->name))
+                    r = write_tensor(f, ops[0], ckpt_tensor_at(f, i), o.fp, shown);
         if (r == CLI_OK) {
             if (cli_out_commit(&o) != 0)
                 r = CLI_FAIL;

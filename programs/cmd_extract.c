@@ -17,7 +17,7 @@
 
 static const char usage[] =
     "Usage: ckpt extract [--key K] [--force] [--sync] FILE NAME -o OUT.npy\n"
-    "       ckpt extract [--key K] [--force] [--sync] FILE [NAME] -d DIR\n"
+    "       ckpt extract [--key K] [--filter GLOB] [--force] [--sync] FILE [NAME] -d DIR\n"
     "Write tensors as NumPy .npy files (format 1.0) that\n"
     "numpy.load(path, allow_pickle=False) reads: C order, little-endian,\n"
     "the data 64-byte aligned.  With -o, tensor NAME (as listed by 'ckpt ls';\n"
@@ -49,6 +49,8 @@ static const char usage[] =
     "Options:\n"
     "  -o, --output OUT  write tensor NAME to OUT\n"
     "  -d, --dir DIR     write into DIR\n"
+    "  --filter GLOB     with -d: only tensors whose name matches the shell\n"
+    "                    pattern GLOB (fnmatch: '*' also matches dots)\n"
     "  --force           replace files that exist\n"
     "  --sync            flush each file to disk before it appears (like cp,\n"
     "                    the default does not)\n"
@@ -366,7 +368,7 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
 int cmd_extract(int argc, char **argv)
 {
     int nops = 0, r, force = 0, sync = 0;
-    const char *key = NULL, *out = NULL, *dir = NULL;
+    const char *key = NULL, *out = NULL, *dir = NULL, *filter = NULL;
     cli_out_opts oo;
     char *ops[2];
     const ckpt_tensor *t = NULL;
@@ -379,6 +381,7 @@ int cmd_extract(int argc, char **argv)
         {"--key", 0, 1, &key, NULL},
         {"--force", 0, 0, NULL, &force},
         {"--sync", 0, 0, NULL, &sync},
+        {"--filter", 0, 1, &filter, NULL},
     };
 
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
@@ -394,6 +397,8 @@ int cmd_extract(int argc, char **argv)
                                "(use -d DIR for every tensor)");
     if (out && out[0] == '\0')
         return cli_usage_error("extract: the output file name is empty");
+    if (filter && (out || nops == 2))
+        return cli_usage_error("extract: --filter selects tensors for -d DIR, not with NAME");
 
     f = cli_open(ops[0], key);
     if (!f)
@@ -421,13 +426,18 @@ int cmd_extract(int argc, char **argv)
         progress_finish(&bar);
     } else if ((r = cli_mkdirs(dir)) == CLI_OK) {
         oo.no_follow = 1;
-        n = t ? 1 : ckpt_tensor_count(f);
-        list = malloc((n ? n : 1) * sizeof *list);
+        size_t all = t ? 1 : ckpt_tensor_count(f);
+        list = malloc((all ? all : 1) * sizeof *list);
         if (!list) {
             r = cli_error("%s: out of memory", ops[0]);
         } else {
-            for (i = 0; i < n; i++)
-                list[i] = t ? t : ckpt_tensor_at(f, i);
+            for (i = 0; i < all; i++) {
+                const ckpt_tensor *c = t ? t : ckpt_tensor_at(f, i);
+                if (cli_name_matches(filter, c->name))
+                    list[n++] = c;
+            }
+            if (filter && n == 0)
+                cli_note(ops[0], "no tensor name matches the --filter pattern; nothing written");
             uint64_t total = 0;
             for (i = 0; i < n; i++)
                 total = total + list[i]->nbytes < total ? UINT64_MAX

@@ -290,5 +290,27 @@ else
     skip "terminal checks" "script(1) is not installed"
 fi
 
+# ---------------------------------------------------------------------------
+# --filter on the writers
+
+cat want2.bin want.bin >want-fc1.bin
+run cat "$SAMPLE" --filter 'model.fc1.*'
+r=$(status_is 0)
+[ -z "$r" ] && ! cmp -s out want-fc1.bin && r="not the matching tensors in listing order"
+check "cat --filter GLOB writes every matching tensor, in listing order" "$r"
+run cat "$SAMPLE" --filter 'no.such.*'
+r=$(status_is 1)
+[ -z "$r" ] && r=$(err_has "no tensor name matches")
+check "cat --filter matching nothing: exit 1, says so" "$r"
+run cat "$SAMPLE" "$T" --filter '*'
+check "cat NAME --filter: usage error" "$(status_is 2)"
+run extract "$SAMPLE" -d filtered --filter '*.bias'
+r=$(status_is 0)
+want_n=$("$CKPT" ls --json "$SAMPLE" | python3 -c "import json,sys; print(sum(t['name'].endswith('.bias') for t in json.load(sys.stdin)['tensors']))" 2>/dev/null)
+got_n=$(ls filtered | wc -l | tr -d ' ')
+[ -z "$r" ] && [ -n "$want_n" ] && [ "$got_n" != "$want_n" ] && r="$got_n files, want $want_n"
+[ -z "$r" ] && ls filtered | grep -qv '\.bias\.npy$' && r="a file that does not match: $(ls filtered | grep -v '\.bias\.npy$' | head -n 1)"
+check "extract -d --filter writes only the matching tensors" "$r"
+
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]
