@@ -36,7 +36,8 @@ p=$work/moved
 headers=$(cd "$src" && ls include/*.h)
 for f in $headers "$libdir/libckpt.a" "$libdir/libckpt.so" "$libdir/pkgconfig/ckpt.pc" \
          "$libdir/cmake/ckpt/ckptConfig.cmake" "$libdir/cmake/ckpt/ckptConfigVersion.cmake" \
-         "$libdir/cmake/ckpt/ckptTargets.cmake" bin/ckpt; do
+         "$libdir/cmake/ckpt/ckptTargets.cmake" bin/ckpt share/man/man1/ckpt.1 \
+         share/bash-completion/completions/ckpt; do
     if [ -e "$p/$f" ]; then ok "installs $f"; else nok "installs $f"; fi
 done
 if grep -rq "$work/stage" "$p/$libdir/pkgconfig" "$p/$libdir/cmake"; then
