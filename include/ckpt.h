@@ -391,7 +391,11 @@ CKPT_API size_t ckpt_float_repr(double x, char *out);
  * ints keep every digit, non-finite floats become "nan"/"inf"/"-inf", bytes
  * {"$bytes": base64}, tensors {"$tensor": name, "dtype", "shape"}, objects
  * {"$object": class, "args", "state", ...}, globals {"$global": name},
- * storages {"$storage": key}.  A container (list, tuple, set, dict, object)
+ * storages {"$storage": key}.  Strings keep valid UTF-8; a byte that is not
+ * valid UTF-8 (a tensor name, a key) becomes \udcXX, as Python's
+ * "surrogateescape" writes it, so no name is silently changed: decode with
+ * json.loads(...) then .encode("utf-8", "surrogateescape").
+ * A container (list, tuple, set, dict, object)
  * met again (shared reference or cycle) is written as {"$ref": path}, so the
  * output is linear in the number of values; scalars are written each time.
  * Nesting deeper than 1000 is CKPT_E_LIMIT, and so is output beyond

@@ -372,5 +372,18 @@ for c in "ls:--filter" "ls:several files" "show:--key" "verify:--json" "scan:Sev
     check "ckpt $cmd --help mentions $word" "$r"
 done
 
+# show --json: a key that is not UTF-8 comes back exactly (surrogateescape),
+# as ls --json's name_bytes does; before, w\xff became "w\u00ff" (wÿ)
+if command -v python3 >/dev/null 2>&1; then
+    run show --json "$NAMES"
+    r=$(status_is 0)
+    [ -z "$r" ] && r=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = [k.encode("utf-8", "surrogateescape") for k in d]
+print("" if b"w\xff" in keys and b"a\x1b[31mred" in keys else "keys came back as %r" % keys)' "$OUT")
+    check "show --json: names that are not UTF-8 come back byte for byte" "$r"
+fi
+
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -6,8 +6,9 @@
  *   None -> null, bool -> true/false, INT -> integer, BIGINT -> its digits,
  *   FLOAT -> Python's repr (shortest round trip, always with '.' or 'e'),
  *            non-finite -> "nan", "inf", "-inf" (strings),
- *   STR -> JSON string (valid UTF-8 kept, control characters and bytes that
- *          are not valid UTF-8 escaped as \u00XX, i.e. read as latin-1),
+ *   STR -> JSON string (valid UTF-8 kept, control characters escaped as
+ *          \u00XX, each byte that is not valid UTF-8 as \udcXX, Python's
+ *          "surrogateescape": no name is silently changed),
  *   BYTES -> {"$bytes": "<base64>"},
  *   DICT -> object with string keys (whatever its class),
  *   LIST, TUPLE, SET -> array,
@@ -235,9 +236,12 @@ static int put_string(jw *w, const char *str, size_t n)
         case '\b': esc[1] = 'b'; break;
         case '\f': esc[1] = 'f'; break;
         default:
+            /* a control character as itself; a byte that is not UTF-8 as
+             * a lone low surrogate, as Python's "surrogateescape" does, so
+             * the exact bytes come back: s.encode("utf-8", "surrogateescape") */
             esc[1] = 'u';
-            esc[2] = '0';
-            esc[3] = '0';
+            esc[2] = c >= 0x80 ? 'd' : '0';
+            esc[3] = c >= 0x80 ? 'c' : '0';
             esc[4] = hex[c >> 4];
             esc[5] = hex[c & 15];
             elen = 6;

@@ -185,22 +185,27 @@ static void test_strings(void) {
     static const char utf[] = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";
     str_pickle(&b, utf, sizeof utf - 1);
     CHECK_JSON_BB(&b, "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
-    /* invalid UTF-8: each bad byte as \u00XX (read as latin-1) */
+    /* invalid UTF-8: each bad byte as \udcXX (Python's surrogateescape),
+     * so the bytes come back exactly; \u00XX would turn them into latin-1 */
     static const char bad[] = "x\xffy\xc3";
     str_pickle(&b, bad, sizeof bad - 1);
-    CHECK_JSON_BB(&b, "\"x\\u00ffy\\u00c3\"");
+    CHECK_JSON_BB(&b, "\"x\\udcffy\\udcc3\"");
     static const char overlong[] = "\xc0\x80";
     str_pickle(&b, overlong, 2);
-    CHECK_JSON_BB(&b, "\"\\u00c0\\u0080\"");
+    CHECK_JSON_BB(&b, "\"\\udcc0\\udc80\"");
     static const char surrogate[] = "\xed\xa0\x80";
     str_pickle(&b, surrogate, 3);
-    CHECK_JSON_BB(&b, "\"\\u00ed\\u00a0\\u0080\"");
+    CHECK_JSON_BB(&b, "\"\\udced\\udca0\\udc80\"");
     static const char toobig[] = "\xf4\x90\x80\x80";
     str_pickle(&b, toobig, 4);
-    CHECK_JSON_BB(&b, "\"\\u00f4\\u0090\\u0080\\u0080\"");
+    CHECK_JSON_BB(&b, "\"\\udcf4\\udc90\\udc80\\udc80\"");
     static const char cut[] = "ab\xe2\x82";
     str_pickle(&b, cut, 4);
-    CHECK_JSON_BB(&b, "\"ab\\u00e2\\u0082\"");
+    CHECK_JSON_BB(&b, "\"ab\\udce2\\udc82\"");
+    /* control characters are characters: \u00XX */
+    static const char ctl2[] = "a\x01\x7f";
+    str_pickle(&b, ctl2, 3);
+    CHECK_JSON_BB(&b, "\"a\\u0001\x7f\"");
 
     SECTION("json bytes");
     bytes_pickle(&b, "", 0);
