@@ -55,6 +55,11 @@ static void print_usage(void)
           "  device or a FIFO in place, make OUT appear only once complete, and\n"
           "  fsync only with --sync.  OUT '-' is standard output; binary output\n"
           "  is not sent to a terminal unless asked for with '-o -'.\n"
+          "  ls, show, info, scan and verify take several files: they go on past\n"
+          "  one that cannot be read and exit with the worst status; text output\n"
+          "  gets a '==> FILE <==' header per file, --json one object per line.\n"
+          "  A progress bar is drawn on standard error, when it is a terminal,\n"
+          "  for long jobs.\n"
           "\n",
           stdout);
     cli_limits_usage(stdout);
