@@ -44,7 +44,15 @@ typedef struct ckpt_walk_step {
                                             before: not entered again */
     int too_deep;                        /* a container at max_depth: not entered
                                             (only with skip_deep) */
+    size_t id;                           /* containers and tensors: numbered
+                                            0, 1, 2, ... at their first visit;
+                                            a shared visit carries the number
+                                            of the first (so a writer can point
+                                            back to it); other values:
+                                            CKPT_WALK_NO_ID */
 } ckpt_walk_step;
+
+#define CKPT_WALK_NO_ID ((size_t)-1)
 
 /* enter() may return this to leave a container's contents unvisited. */
 #define CKPT_WALK_SKIP 1

@@ -20,8 +20,10 @@ typedef struct walker {
     void *ctx;
     ckpt_walk_options opt;
     ckpt_error *err;
-    const void **slots; /* the set of values visited; a power of two, or 0 */
-    size_t nslots, count;
+    const void **vals;  /* containers and tensors visited, by id */
+    size_t nvals, capvals;
+    size_t *slots;      /* open addressing: id + 1 of a value, or 0 */
+    size_t nslots;
     uint64_t visits;
 } walker;
 
@@ -47,18 +49,16 @@ static size_t hash_ptr(const void *p)
 static int grow(walker *w)
 {
     size_t n = w->nslots ? w->nslots * 2 : 256, i, j, mask = n - 1;
-    const void **slots;
+    size_t *slots;
     if (n > ((size_t)-1) / sizeof *slots / 2)
         return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
     slots = calloc(n, sizeof *slots);
     if (!slots)
         return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
-    for (j = 0; j < w->nslots; j++) {
-        if (!w->slots[j])
-            continue;
-        for (i = hash_ptr(w->slots[j]) & mask; slots[i]; i = (i + 1) & mask)
+    for (j = 0; j < w->nvals; j++) {
+        for (i = hash_ptr(w->vals[j]) & mask; slots[i]; i = (i + 1) & mask)
             ;
-        slots[i] = w->slots[j];
+        slots[i] = j + 1;
     }
     free(w->slots);
     w->slots = slots;
@@ -66,18 +66,33 @@ static int grow(walker *w)
     return 0;
 }
 
-/* 1 if v was in the set, 0 if it was added now, -1 out of memory. */
-static int seen_add(walker *w, const void *v)
+/* v's id into *id: 1 if v was visited before, 0 if it is new, -1 out of
+ * memory. */
+static int seen_add(walker *w, const void *v, size_t *id)
 {
     size_t i, mask;
-    if ((w->count + 1) * 2 > w->nslots && grow(w) != 0)
+    if ((w->nvals + 1) * 2 > w->nslots && grow(w) != 0)
         return -1;
     mask = w->nslots - 1;
     for (i = hash_ptr(v) & mask; w->slots[i]; i = (i + 1) & mask)
-        if (w->slots[i] == v)
+        if (w->vals[w->slots[i] - 1] == v) {
+            *id = w->slots[i] - 1;
             return 1;
-    w->slots[i] = v;
-    w->count++;
+        }
+    if (w->nvals == w->capvals) {
+        size_t cap = w->capvals ? w->capvals * 2 : 256;
+        const void **p;
+        if (cap > ((size_t)-1) / sizeof *p)
+            return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
+        p = realloc(w->vals, cap * sizeof *p);
+        if (!p)
+            return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
+        w->vals = p;
+        w->capvals = cap;
+    }
+    *id = w->nvals;
+    w->vals[w->nvals++] = v;
+    w->slots[i] = w->nvals;
     return 0;
 }
 
@@ -100,6 +115,7 @@ static int child(walker *w, const ckpt_walk_step *parent, const ckpt_value *v,
     st.depth = parent->depth + 1;
     st.shared = 0;
     st.too_deep = 0;
+    st.id = CKPT_WALK_NO_ID;
     return visit(w, &st);
 }
 
@@ -112,7 +128,7 @@ static int visit(walker *w, ckpt_walk_step *st)
     if (w->opt.max_visits && ++w->visits > w->opt.max_visits)
         return fail(w, CKPT_E_LIMIT, "more values than the walk may visit (max_visits)");
     if (container || k == CKPT_V_TENSOR) {
-        r = seen_add(w, st->value);
+        r = seen_add(w, st->value, &st->id);
         if (r < 0)
             return -1;
         st->shared = r;
@@ -194,7 +210,9 @@ CKPT_API int ckpt_value_walk(const ckpt_file *f, const ckpt_value *root,
         return fail(&w, CKPT_E_ARG, "ckpt_value_walk: max_depth above 2048");
     memset(&st, 0, sizeof st);
     st.value = root ? root : ckpt_root(f);
+    st.id = CKPT_WALK_NO_ID;
     r = visit(&w, &st);
     free(w.slots);
+    free(w.vals);
     return r;
 }

@@ -23,6 +23,7 @@ typedef struct wstats {
     uint64_t visits, shared, too_deep, leaves, names_ok, names_bad;
     uint32_t max_depth;
     int64_t stop_at;  /* enter returns -5 at this visit (1-based), 0: never */
+    size_t ids[8];    /* step->id of the first visits */
     int skip_root;
 } wstats;
 
@@ -57,6 +58,8 @@ static int step_name(const ckpt_walk_step *st, char *out, size_t cap)
 static int w_enter(void *ctx, const ckpt_walk_step *st)
 {
     wstats *w = ctx;
+    if (w->visits < 8)
+        w->ids[w->visits] = st->id;
     w->visits++;
     if (st->depth > w->max_depth)
         w->max_depth = st->depth;
@@ -297,6 +300,10 @@ static void check_walker(void)
         CHECK_EQ_U64(w.shared, 2);
         CHECK_EQ_U64(w.leaves, 2); /* each container entered once */
         CHECK_EQ_U64(w.max_depth, 1);
+        CHECK_EQ_U64(w.ids[0], 0); /* outer */
+        CHECK_EQ_U64(w.ids[1], 1); /* inner */
+        CHECK_EQ_U64(w.ids[2], 1); /* inner again: the first visit's id */
+        CHECK_EQ_U64(w.ids[3], 0); /* outer again */
         CHECK_EQ_INT(ckpt_count_tensors(f, ckpt_root(f), &nt, &ne, &err), 0);
         CHECK_EQ_U64(nt, 0);
         CHECK_EQ_U64(ne, 0);
