@@ -199,7 +199,7 @@ static void check_file(const char *pt, const char *expected)
     ckpt_file *f = ckpt_open(pt, NULL, &err);
     size_t n = 0, i, j;
     char **lines = read_lines(expected, &n);
-    ckpt_summary *s;
+    ckpt_summary *s, *s0;
     wstats w;
     unsigned long long x[3];
 
@@ -217,14 +217,13 @@ static void check_file(const char *pt, const char *expected)
     CHECK_EQ_U64(w.names_bad, 0); /* the steps' key/index path is the tensor's name */
     CHECK(w.names_ok > 0);
 
-    s = ckpt_summarize(f, NULL, NULL, &err);
-    CHECK(s != NULL);
-    if (s) {
+    s0 = ckpt_summarize(f, NULL, NULL, &err);
+    CHECK(s0 != NULL);
+    if (s0) {
         size_t top = 0;
         while (top < n && strncmp(lines[top], "under ", 6) != 0)
             top++;
-        check_facts(s, lines + 1, top - 1);
-        ckpt_summary_free(s);
+        check_facts(s0, lines + 1, top - 1);
     }
     /* the same for each "under KEY" block */
     for (i = 0; i < n; i = j) {
@@ -244,6 +243,17 @@ static void check_file(const char *pt, const char *expected)
             block[nb++] = lines[j] + 7 + kl;
         v = ckpt_value_get(ckpt_root(f), key);
         CHECK(v != NULL);
+        if (v) { /* ckpt_count_tensors() agrees with the key's row */
+            uint64_t nt = 0, ne = 0;
+            const ckpt_summary_key *row = NULL;
+            size_t k;
+            for (k = 0; k < ckpt_summary_key_count(s0); k++)
+                if (ckpt_summary_key_at(s0, k)->value == v)
+                    row = ckpt_summary_key_at(s0, k);
+            CHECK(row != NULL);
+            CHECK_EQ_INT(ckpt_count_tensors(f, v, &nt, &ne, &err), 0);
+            CHECK(row && row->tensors == nt && row->elements == ne && nt > 0);
+        }
         s = v ? ckpt_summarize(f, v, key, &err) : NULL;
         CHECK(s != NULL);
         if (s) {
@@ -252,6 +262,7 @@ static void check_file(const char *pt, const char *expected)
         }
         free(block);
     }
+    ckpt_summary_free(s0);
     for (i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
@@ -307,6 +318,24 @@ static void check_walker(void)
         CHECK_EQ_INT(ckpt_count_tensors(f, ckpt_root(f), &nt, &ne, &err), 0);
         CHECK_EQ_U64(nt, 0);
         CHECK_EQ_U64(ne, 0);
+
+        SECTION("summary: a root that is not a dict, no tensors");
+        {
+            ckpt_summary *sum = ckpt_summarize(f, NULL, NULL, &err);
+            const ckpt_summary_key *row;
+            CHECK(sum != NULL);
+            if (sum) {
+                CHECK_EQ_U64(ckpt_summary_key_count(sum), 1); /* the root itself */
+                row = ckpt_summary_key_at(sum, 0);
+                CHECK(row && row->key == NULL && row->value == ckpt_root(f));
+                CHECK(row && row->tensors == 0);
+                CHECK(ckpt_summary_key_at(sum, 1) == NULL);
+                CHECK_EQ_U64(ckpt_summary_dtype_count(sum), 0);
+                CHECK_EQ_U64(ckpt_summary_module_count(sum), 0);
+                CHECK_EQ_U64(ckpt_summary_get_totals(sum)->tensors, 0);
+                ckpt_summary_free(sum);
+            }
+        }
 
         SECTION("walk: skip, stop, visit bound, bad options");
         memset(&w, 0, sizeof w);
