@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "ckpt_walk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -143,38 +144,34 @@ static const ckpt_value *resolve(const ckpt_value *v, const char *s, size_t n, i
     }
 }
 
-static void mark_tensors(cli_doc *d, const ckpt_value *v, int depth)
+/* The listed tensors under the selected value, for cli_doc_has(): one
+ * ckpt_value_walk(); values nested deeper than the default depth limit are
+ * not searched. */
+static int mark_tensor(void *ctx, const ckpt_walk_step *st)
 {
-    ckpt_kind k;
-    size_t i, n;
-    if (!v || d->oom || depth > 1000)
-        return;
-    k = ckpt_value_kind(v);
-    if (k == CKPT_V_TENSOR) {
-        const ckpt_tensor *t = ckpt_value_tensor(d->f, v);
-        if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0)
-            d->oom = 1;
-        return;
+    cli_doc *d = ctx;
+    const ckpt_tensor *t;
+    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR)
+        return 0;
+    t = ckpt_value_tensor(d->f, st->value);
+    if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0)
+        return -1;
+    return 0;
+}
+
+static int mark_tensors(cli_doc *d, ckpt_error *err)
+{
+    ckpt_walk_callbacks cb = {mark_tensor, NULL};
+    ckpt_walk_options opt;
+    ckpt_walk_options_init(&opt);
+    opt.skip_deep = 1;
+    if (ckpt_value_walk(d->f, d->root, &cb, d, &opt, err) == 0)
+        return 0;
+    if (err->code == CKPT_OK) { /* stopped by mark_tensor */
+        err->code = CKPT_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
     }
-    if (k != CKPT_V_LIST && k != CKPT_V_TUPLE && k != CKPT_V_SET &&
-        k != CKPT_V_DICT && k != CKPT_V_OBJECT)
-        return;
-    if (cli_ptrmap_get(&d->under, v))
-        return;
-    if (cli_ptrmap_put(&d->under, v, "") != 0) {
-        d->oom = 1;
-        return;
-    }
-    if (k == CKPT_V_OBJECT) {
-        mark_tensors(d, ckpt_object_args(v), depth + 1);
-        mark_tensors(d, ckpt_object_state(v), depth + 1);
-        mark_tensors(d, ckpt_object_items(v), depth + 1);
-        mark_tensors(d, ckpt_object_list(v), depth + 1);
-        return;
-    }
-    n = ckpt_value_len(v);
-    for (i = 0; i < n; i++)
-        mark_tensors(d, ckpt_value_item(v, i), depth + 1);
+    return -1;
 }
 
 static void set_error(ckpt_error *err, ckpt_code code, const char *fmt, const char *arg)
@@ -214,10 +211,8 @@ int cli_doc_open(cli_doc *d, const char *path, const char *key,
     }
     d->prefix = key;
     d->prefix_len = strlen(key);
-    mark_tensors(d, d->root, 0);
-    if (d->oom) {
+    if (mark_tensors(d, err) != 0) {
         cli_doc_close(d);
-        set_error(err, CKPT_E_NOMEM, "%s", "out of memory");
         return -1;
     }
     return 0;

@@ -22,6 +22,7 @@
 #endif
 
 #include "cli.h"
+#include "ckpt_summary.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,6 @@ static const char usage[] =
     "  --all       show every top-level key (default: the first 40)\n"
     "  -h, --help  show this help\n";
 
-#define WALK_MAX_DEPTH 1000
 #define STR_SHOWN 60
 #define KEYS_SHOWN 40
 
@@ -80,57 +80,6 @@ static void sb_clean(sbuf *b, const char *s, size_t n, size_t limit)
 {
     if (cli_escape(b, s, n, limit, 0) < n)
         sb_str(b, "...");
-}
-
-/* ------------------------------------------------------------------------ */
-/* Counting the tensors under a value                                         */
-/* ------------------------------------------------------------------------ */
-
-typedef struct tally {
-    const ckpt_file *f;
-    cli_ptrmap seen;   /* containers visited and tensors counted */
-    uint64_t tensors, params;
-    int oom;
-} tally;
-
-static void count_value(tally *t, const ckpt_value *v, int depth)
-{
-    ckpt_kind k;
-    size_t i, n;
-    if (!v || t->oom || depth > WALK_MAX_DEPTH)
-        return;
-    k = ckpt_value_kind(v);
-    if (k == CKPT_V_TENSOR) {
-        const ckpt_tensor *ten = ckpt_value_tensor(t->f, v);
-        if (!ten || !ten->name || cli_ptrmap_get(&t->seen, ten)) /* listed tensors only */
-            return;
-        if (cli_ptrmap_put(&t->seen, ten, "") != 0) {
-            t->oom = 1;
-            return;
-        }
-        t->tensors++;
-        t->params += ten->numel;
-        return;
-    }
-    if (k != CKPT_V_LIST && k != CKPT_V_TUPLE && k != CKPT_V_SET &&
-        k != CKPT_V_DICT && k != CKPT_V_OBJECT)
-        return;
-    if (cli_ptrmap_get(&t->seen, v))
-        return;
-    if (cli_ptrmap_put(&t->seen, v, "") != 0) {
-        t->oom = 1;
-        return;
-    }
-    if (k == CKPT_V_OBJECT) {
-        count_value(t, ckpt_object_args(v), depth + 1);
-        count_value(t, ckpt_object_state(v), depth + 1);
-        count_value(t, ckpt_object_items(v), depth + 1);
-        count_value(t, ckpt_object_list(v), depth + 1);
-        return;
-    }
-    n = ckpt_value_len(v);
-    for (i = 0; i < n; i++)
-        count_value(t, ckpt_value_item(v, i), depth + 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -160,17 +109,16 @@ static const char *short_class(const char *cls)
     return dot ? dot + 1 : cls;
 }
 
-/* Describe v on one line into b; tensors/params under it into *nt, *np. */
-static void describe(const ckpt_file *f, const ckpt_value *v, sbuf *b,
-                     uint64_t *nt, uint64_t *np, int *oom)
+/* Describe the value of a top-level row on one line into b. */
+static void describe(const ckpt_file *f, const ckpt_summary_key *row, sbuf *b)
 {
+    const ckpt_value *v = row->value;
     ckpt_kind k = v ? ckpt_value_kind(v) : CKPT_V_NONE;
     const char *text, *cls;
     size_t n = 0;
     char tmp[48];
     int container = 0;
 
-    *nt = *np = 0;
     switch (k) {
     case CKPT_V_NONE:
         sb_str(b, "None");
@@ -211,8 +159,6 @@ static void describe(const ckpt_file *f, const ckpt_value *v, sbuf *b,
         const ckpt_tensor *t = ckpt_value_tensor(f, v);
         if (t) {
             describe_tensor(b, t);
-            *nt = 1;
-            *np = t->numel;
         } else {
             sb_str(b, "tensor");
         }
@@ -248,23 +194,12 @@ static void describe(const ckpt_file *f, const ckpt_value *v, sbuf *b,
         container = 1;
         break;
     }
-    if (container) {
-        tally t;
-        memset(&t, 0, sizeof t);
-        t.f = f;
-        count_value(&t, v, 0);
-        if (t.oom)
-            *oom = 1;
-        cli_ptrmap_free(&t.seen);
-        *nt = t.tensors;
-        *np = t.params;
-        if (t.tensors) {
-            snprintf(tmp, sizeof tmp, " (%llu tensor%s, ",
-                     (unsigned long long)t.tensors, t.tensors == 1 ? "" : "s");
-            sb_str(b, tmp);
-            sb_grouped(b, t.params);
-            sb_str(b, t.params == 1 ? " param)" : " params)");
-        }
+    if (container && row->tensors) {
+        snprintf(tmp, sizeof tmp, " (%llu tensor%s, ", (unsigned long long)row->tensors,
+                 row->tensors == 1 ? "" : "s");
+        sb_str(b, tmp);
+        sb_grouped(b, row->elements);
+        sb_str(b, row->elements == 1 ? " param)" : " params)");
     }
 }
 
@@ -293,199 +228,8 @@ static void key_text(sbuf *b, const ckpt_value *k, size_t index)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The module tree                                                            */
-/* ------------------------------------------------------------------------ */
-
-typedef struct node {
-    char *name;     /* this component */
-    size_t parent;  /* index, or (size_t)-1 for the top */
-    size_t first, last, next; /* children in first-seen order; (size_t)-1 none */
-    uint64_t params, tensors;
-    int depth;
-} node;
-
-#define NONE ((size_t)-1)
-
-typedef struct tree {
-    node *nodes;
-    size_t n, cap;
-    size_t *slots; /* hash of (parent, name) -> node index + 1 */
-    size_t nslots;
-    size_t top_first, top_last;
-    int oom;
-} tree;
-
-static uint64_t hash_key(size_t parent, const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)parent;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h ^ (h >> 29);
-}
-
-static int tree_rehash(tree *t)
-{
-    size_t ns = t->nslots ? t->nslots * 2 : 1024, i;
-    size_t *slots = calloc(ns, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (i = 0; i < t->n; i++) {
-        const node *nd = &t->nodes[i];
-        size_t h = (size_t)hash_key(nd->parent, nd->name, strlen(nd->name)) & (ns - 1);
-        while (slots[h])
-            h = (h + 1) & (ns - 1);
-        slots[h] = i + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = ns;
-    return 0;
-}
-
-/* The child `name` of `parent`, created when missing; NONE when out of
- * memory. */
-static size_t tree_child(tree *t, size_t parent, const char *name, size_t len)
-{
-    size_t h, idx;
-    node *nd;
-    if ((t->n + 1) * 2 > t->nslots && tree_rehash(t) != 0)
-        return NONE;
-    h = (size_t)hash_key(parent, name, len) & (t->nslots - 1);
-    while (t->slots[h]) {
-        nd = &t->nodes[t->slots[h] - 1];
-        if (nd->parent == parent && strlen(nd->name) == len &&
-            memcmp(nd->name, name, len) == 0)
-            return t->slots[h] - 1;
-        h = (h + 1) & (t->nslots - 1);
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        node *p = realloc(t->nodes, cap * sizeof *p);
-        if (!p)
-            return NONE;
-        t->nodes = p;
-        t->cap = cap;
-    }
-    idx = t->n;
-    nd = &t->nodes[idx];
-    memset(nd, 0, sizeof *nd);
-    nd->name = malloc(len + 1);
-    if (!nd->name)
-        return NONE;
-    memcpy(nd->name, name, len);
-    nd->name[len] = '\0';
-    nd->parent = parent;
-    nd->first = nd->last = nd->next = NONE;
-    nd->depth = parent == NONE ? 0 : t->nodes[parent].depth + 1;
-    t->n++;
-    t->slots[h] = idx + 1;
-    if (parent == NONE) {
-        if (t->top_last == NONE)
-            t->top_first = idx;
-        else
-            t->nodes[t->top_last].next = idx;
-        t->top_last = idx;
-    } else {
-        node *p = &t->nodes[parent];
-        if (p->last == NONE)
-            p->first = idx;
-        else
-            t->nodes[p->last].next = idx;
-        p->last = idx;
-    }
-    return idx;
-}
-
-/* Count a tensor in every module prefix of its name ("a.b.weight": a, a.b). */
-static void tree_add(tree *t, const char *name, uint64_t numel)
-{
-    size_t parent = NONE;
-    const char *p = name, *dot;
-    while ((dot = strchr(p, '.')) != NULL) {
-        size_t idx = tree_child(t, parent, p, (size_t)(dot - p));
-        if (idx == NONE) {
-            t->oom = 1;
-            return;
-        }
-        t->nodes[idx].params += numel;
-        t->nodes[idx].tensors++;
-        parent = idx;
-        p = dot + 1;
-    }
-}
-
-static void tree_free(tree *t)
-{
-    size_t i;
-    for (i = 0; i < t->n; i++)
-        free(t->nodes[i].name);
-    free(t->nodes);
-    free(t->slots);
-}
-
-/* Nodes in display order (depth first, first-seen order), down to max_depth
- * (-1: all). */
-static size_t *tree_order(const tree *t, int max_depth, size_t *count)
-{
-    size_t *out = malloc((t->n ? t->n : 1) * sizeof *out), n = 0;
-    size_t *stack = malloc((t->n ? t->n : 1) * sizeof *stack), sp = 0;
-    size_t i;
-    if (!out || !stack) {
-        free(out);
-        free(stack);
-        return NULL;
-    }
-    /* push the top level in reverse so that the first comes out first */
-    for (i = t->top_first; i != NONE; i = t->nodes[i].next)
-        stack[sp++] = i;
-    for (i = 0; i < sp / 2; i++) {
-        size_t tmp = stack[i];
-        stack[i] = stack[sp - 1 - i];
-        stack[sp - 1 - i] = tmp;
-    }
-    while (sp > 0) {
-        size_t idx = stack[--sp], first = sp, c;
-        const node *nd = &t->nodes[idx];
-        out[n++] = idx;
-        if (max_depth >= 0 && nd->depth + 1 >= max_depth)
-            continue;
-        for (c = nd->first; c != NONE; c = t->nodes[c].next)
-            stack[sp++] = c;
-        for (c = 0; c < (sp - first) / 2; c++) {
-            size_t tmp = stack[first + c];
-            stack[first + c] = stack[sp - 1 - c];
-            stack[sp - 1 - c] = tmp;
-        }
-    }
-    free(stack);
-    *count = n;
-    return out;
-}
-
-/* A node's dotted name. */
-static void node_path(const tree *t, size_t idx, sbuf *b)
-{
-    if (t->nodes[idx].parent != NONE) {
-        node_path(t, t->nodes[idx].parent, b);
-        sb_str(b, ".");
-    }
-    sb_str(b, t->nodes[idx].name);
-}
-
-/* ------------------------------------------------------------------------ */
 /* The report                                                                 */
 /* ------------------------------------------------------------------------ */
-
-/* Counted per dtype number; ckpt.h has no dtype count on purpose (a newer
- * library may add dtypes), so a number past this is simply not counted. */
-#define INFO_DTYPES 256
-
-typedef struct dstat {
-    uint64_t tensors, params, bytes;
-} dstat;
 
 typedef struct report {
     ckpt_file *f;
@@ -494,61 +238,16 @@ typedef struct report {
     const char *key;
     const char *skipped; /* why tensors are not listed, or NULL */
     ckpt_info info;
-    dstat dt[INFO_DTYPES];
-    uint64_t params, storage_bytes;
-    tree modules;
+    ckpt_summary *sum;   /* the counts, from the library */
+    const ckpt_summary_totals *tot;
     int depth;
     int all_keys;
 } report;
 
-static void json_str(const char *s)
+/* A module is shown when it is less than --depth levels deep. */
+static int shown(const report *r, const ckpt_summary_module *m)
 {
-    cli_json_string(stdout, s, strlen(s));
-}
-
-static int gather(report *r)
-{
-    size_t i, n, ns;
-    unsigned char *used = NULL;
-    ckpt_get_info(r->f, &r->info);
-    n = ckpt_tensor_count(r->f);
-    ns = ckpt_storage_count(r->f);
-    r->modules.top_first = r->modules.top_last = NONE;
-    if (r->doc.prefix) { /* a path of keys: count what is under it */
-        used = calloc(ns ? ns : 1, 1);
-        if (!used)
-            return -1;
-        r->info.tensor_count = 0;
-        r->info.total_bytes = 0;
-    }
-    for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(r->f, i);
-        if (!t || (unsigned)t->dtype >= INFO_DTYPES || !cli_doc_has(&r->doc, t))
-            continue;
-        r->dt[t->dtype].tensors++;
-        r->dt[t->dtype].params += t->numel;
-        r->dt[t->dtype].bytes += t->nbytes;
-        r->params += t->numel;
-        tree_add(&r->modules, cli_doc_name(&r->doc, t), t->numel);
-        if (used) {
-            r->info.tensor_count++;
-            r->info.total_bytes += t->nbytes;
-            if (t->storage < ns)
-                used[t->storage] = 1;
-        }
-    }
-    if (used)
-        r->info.storage_count = 0;
-    for (i = 0; i < ns; i++) {
-        const ckpt_storage *s = ckpt_storage_at(r->f, i);
-        if (!s || (used && !used[i]))
-            continue;
-        r->storage_bytes += s->nbytes;
-        if (used)
-            r->info.storage_count++;
-    }
-    free(used);
-    return r->modules.oom ? -1 : 0;
+    return r->depth < 0 || m->depth < (uint32_t)r->depth;
 }
 
 static void put_clean(const char *s)
@@ -564,6 +263,7 @@ static void put_clean(const char *s)
 static int print_text(report *r)
 {
     const ckpt_value *root = r->doc.root;
+    const ckpt_summary_totals *tot = r->tot;
     char g1[40], g2[40], g3[40];
     size_t i, n, wt = 0, wp = 0, wb = 0, wd = 0;
     int oom = 0;
@@ -586,14 +286,12 @@ static int print_text(report *r)
         put_clean(r->key);
         putchar('\n');
     }
-    printf("tensors:     %s in %s storage%s\n",
-           cli_grouped(r->info.tensor_count, g1, sizeof g1),
-           cli_grouped(r->info.storage_count, g2, sizeof g2),
-           r->info.storage_count == 1 ? "" : "s");
-    printf("parameters:  %s (%s bytes", cli_grouped(r->params, g1, sizeof g1),
-           cli_grouped(r->info.total_bytes, g2, sizeof g2));
-    if (r->storage_bytes != r->info.total_bytes)
-        printf("; storages hold %s", cli_grouped(r->storage_bytes, g3, sizeof g3));
+    printf("tensors:     %s in %s storage%s\n", cli_grouped(tot->tensors, g1, sizeof g1),
+           cli_grouped(tot->storages, g2, sizeof g2), tot->storages == 1 ? "" : "s");
+    printf("parameters:  %s (%s bytes", cli_grouped(tot->elements, g1, sizeof g1),
+           cli_grouped(tot->bytes, g2, sizeof g2));
+    if (tot->storage_bytes != tot->bytes)
+        printf("; storages hold %s", cli_grouped(tot->storage_bytes, g3, sizeof g3));
     printf(")\n");
     if (r->skipped) {
         fputs("note:        tensors not listed: ", stdout);
@@ -604,38 +302,33 @@ static int print_text(report *r)
         fputs("note:        the weights of a TorchScript archive are not read\n",
               stdout);
 
-    for (i = 0; i < INFO_DTYPES; i++) {
-        if (!r->dt[i].tensors)
-            continue;
-        if (strlen(ckpt_dtype_name((ckpt_dtype)i)) > wd)
-            wd = strlen(ckpt_dtype_name((ckpt_dtype)i));
-        if (strlen(cli_grouped(r->dt[i].tensors, g1, sizeof g1)) > wt)
+    n = ckpt_summary_dtype_count(r->sum);
+    for (i = 0; i < n; i++) {
+        const ckpt_summary_dtype *d = ckpt_summary_dtype_at(r->sum, i);
+        if (strlen(ckpt_dtype_name(d->dtype)) > wd)
+            wd = strlen(ckpt_dtype_name(d->dtype));
+        if (strlen(cli_grouped(d->tensors, g1, sizeof g1)) > wt)
             wt = strlen(g1);
-        if (strlen(cli_grouped(r->dt[i].params, g1, sizeof g1)) > wp)
+        if (strlen(cli_grouped(d->elements, g1, sizeof g1)) > wp)
             wp = strlen(g1);
-        if (strlen(cli_grouped(r->dt[i].bytes, g1, sizeof g1)) > wb)
+        if (strlen(cli_grouped(d->bytes, g1, sizeof g1)) > wb)
             wb = strlen(g1);
     }
-    if (wd) {
+    if (n)
         fputs("dtypes:\n", stdout);
-        for (i = 0; i < INFO_DTYPES; i++) {
-            if (!r->dt[i].tensors)
-                continue;
-            printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd,
-                   ckpt_dtype_name((ckpt_dtype)i), (int)wt,
-                   cli_grouped(r->dt[i].tensors, g1, sizeof g1),
-                   r->dt[i].tensors == 1 ? " " : "s", (int)wp,
-                   cli_grouped(r->dt[i].params, g2, sizeof g2), (int)wb,
-                   cli_grouped(r->dt[i].bytes, g3, sizeof g3));
-        }
+    for (i = 0; i < n; i++) {
+        const ckpt_summary_dtype *d = ckpt_summary_dtype_at(r->sum, i);
+        printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd,
+               ckpt_dtype_name(d->dtype), (int)wt, cli_grouped(d->tensors, g1, sizeof g1),
+               d->tensors == 1 ? " " : "s", (int)wp, cli_grouped(d->elements, g2, sizeof g2),
+               (int)wb, cli_grouped(d->bytes, g3, sizeof g3));
     }
 
     if (root) {
         sbuf line;
-        uint64_t nt, np;
         memset(&line, 0, sizeof line);
         if (ckpt_value_kind(root) == CKPT_V_DICT) {
-            n = ckpt_value_len(root);
+            n = ckpt_summary_key_count(r->sum);
             printf("keys:%s\n", n ? "" : "        (none)");
             for (i = 0; i < n; i++) {
                 if (!r->all_keys && i == KEYS_SHOWN) {
@@ -645,10 +338,10 @@ static int print_text(report *r)
                 }
                 line.len = 0;
                 sb_str(&line, "  ");
-                key_text(&line, ckpt_value_key(root, i), i);
+                key_text(&line, ckpt_summary_key_at(r->sum, i)->key, i);
                 sb_str(&line, ": ");
-                describe(r->f, ckpt_value_item(root, i), &line, &nt, &np, &oom);
-                if (line.oom || oom)
+                describe(r->f, ckpt_summary_key_at(r->sum, i), &line);
+                if (line.oom)
                     break;
                 puts(line.p);
                 if (cli_stdout_failed())
@@ -656,7 +349,7 @@ static int print_text(report *r)
             }
         } else {
             sb_str(&line, "object:      ");
-            describe(r->f, root, &line, &nt, &np, &oom);
+            describe(r->f, ckpt_summary_key_at(r->sum, 0), &line);
             if (!line.oom)
                 puts(line.p);
         }
@@ -667,44 +360,52 @@ static int print_text(report *r)
     if (oom)
         return cli_error("%s: out of memory", r->path);
 
-    if (r->modules.n > 0) {
-        size_t count = 0, *order = tree_order(&r->modules, r->depth, &count);
+    n = ckpt_summary_module_count(r->sum);
+    if (n > 0) {
         size_t wn = 0, wc = 0, w;
-        if (!order)
-            return cli_error("%s: out of memory", r->path);
-        for (i = 0; i < count; i++) {
-            const node *nd = &r->modules.nodes[order[i]];
+        for (i = 0; i < n; i++) {
+            const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
             sbuf b;
+            if (!shown(r, m))
+                continue;
             memset(&b, 0, sizeof b);
-            sb_clean(&b, nd->name, strlen(nd->name), 200);
-            w = 2u * (size_t)nd->depth + (b.p ? strlen(b.p) : 0);
+            sb_clean(&b, m->name, m->name_len, 200);
+            w = 2u * (size_t)m->depth + (b.p ? strlen(b.p) : 0);
             free(b.p);
             if (w > wn)
                 wn = w;
-            if ((w = strlen(cli_grouped(nd->params, g1, sizeof g1))) > wc)
+            if ((w = strlen(cli_grouped(m->elements, g1, sizeof g1))) > wc)
                 wc = w;
         }
         fputs("modules (parameters):\n", stdout);
-        for (i = 0; i < count; i++) {
-            const node *nd = &r->modules.nodes[order[i]];
+        for (i = 0; i < n; i++) {
+            const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
             sbuf b;
+            if (!shown(r, m))
+                continue;
             memset(&b, 0, sizeof b);
-            sb_clean(&b, nd->name, strlen(nd->name), 200);
-            w = 2u * (size_t)nd->depth + (b.p ? strlen(b.p) : 0);
-            printf("  %*s%s%*s  %*s\n", 2 * nd->depth, "", b.p ? b.p : "",
-                   (int)(wn - w), "", (int)wc, cli_grouped(nd->params, g1, sizeof g1));
+            sb_clean(&b, m->name, m->name_len, 200);
+            w = 2u * (size_t)m->depth + (b.p ? strlen(b.p) : 0);
+            printf("  %*s%s%*s  %*s\n", 2 * (int)m->depth, "", b.p ? b.p : "",
+                   (int)(wn - w), "", (int)wc, cli_grouped(m->elements, g1, sizeof g1));
             free(b.p);
             if ((i & 4095) == 0 && cli_stdout_failed())
                 break;
         }
-        free(order);
     }
     return CLI_OK;
+}
+
+/* A NUL-terminated string as JSON (cli_json_string). */
+static void json_str(const char *s)
+{
+    cli_json_string(stdout, s, strlen(s));
 }
 
 static int print_json(report *r)
 {
     const ckpt_value *root = r->doc.root;
+    const ckpt_summary_totals *tot = r->tot;
     size_t i, n;
     int first = 1, oom = 0;
 
@@ -720,32 +421,28 @@ static int print_json(report *r)
         json_str(r->key);
     else
         fputs("null", stdout);
-    printf(", \"file_size\": %llu, \"tensors\": %zu, \"storages\": %zu, "
+    printf(", \"file_size\": %llu, \"tensors\": %llu, \"storages\": %llu, "
            "\"parameters\": %llu, \"bytes\": %llu, \"storage_bytes\": %llu, "
            "\"dtypes\": [",
-           (unsigned long long)r->info.file_size, r->info.tensor_count,
-           r->info.storage_count, (unsigned long long)r->params,
-           (unsigned long long)r->info.total_bytes,
-           (unsigned long long)r->storage_bytes);
-    for (i = 0; i < INFO_DTYPES; i++) {
-        if (!r->dt[i].tensors)
-            continue;
+           (unsigned long long)r->info.file_size, (unsigned long long)tot->tensors,
+           (unsigned long long)tot->storages, (unsigned long long)tot->elements,
+           (unsigned long long)tot->bytes, (unsigned long long)tot->storage_bytes);
+    n = ckpt_summary_dtype_count(r->sum);
+    for (i = 0; i < n; i++) {
+        const ckpt_summary_dtype *d = ckpt_summary_dtype_at(r->sum, i);
         printf("%s{\"dtype\": \"%s\", \"tensors\": %llu, \"parameters\": %llu, "
                "\"bytes\": %llu}",
-               first ? "" : ", ", ckpt_dtype_name((ckpt_dtype)i),
-               (unsigned long long)r->dt[i].tensors,
-               (unsigned long long)r->dt[i].params,
-               (unsigned long long)r->dt[i].bytes);
-        first = 0;
+               i ? ", " : "", ckpt_dtype_name(d->dtype), (unsigned long long)d->tensors,
+               (unsigned long long)d->elements, (unsigned long long)d->bytes);
     }
     fputs("], \"keys\": [", stdout);
     if (root && ckpt_value_kind(root) == CKPT_V_DICT) {
         sbuf b;
         memset(&b, 0, sizeof b);
-        n = ckpt_value_len(root);
+        n = ckpt_summary_key_count(r->sum);
         for (i = 0; i < n && !oom; i++) {
-            const ckpt_value *k = ckpt_value_key(root, i);
-            uint64_t nt, np;
+            const ckpt_summary_key *row = ckpt_summary_key_at(r->sum, i);
+            const ckpt_value *k = row->key;
             size_t kl = 0;
             const char *kt;
             fputs(i ? ", {\"key\": " : "{\"key\": ", stdout);
@@ -764,47 +461,45 @@ static int print_json(report *r)
             }
             b.len = 0;
             sb_str(&b, "");
-            describe(r->f, ckpt_value_item(root, i), &b, &nt, &np, &oom);
+            describe(r->f, row, &b);
             if (b.oom)
                 oom = 1;
             fputs(", \"summary\": ", stdout);
             json_str(b.p ? b.p : "");
             printf(", \"tensors\": %llu, \"parameters\": %llu}",
-                   (unsigned long long)nt, (unsigned long long)np);
+                   (unsigned long long)row->tensors, (unsigned long long)row->elements);
         }
         free(b.p);
     }
     fputs("], \"object\": ", stdout);
     if (root && ckpt_value_kind(root) != CKPT_V_DICT) {
         sbuf b;
-        uint64_t nt, np;
         memset(&b, 0, sizeof b);
-        describe(r->f, root, &b, &nt, &np, &oom);
+        describe(r->f, ckpt_summary_key_at(r->sum, 0), &b);
         json_str(b.p ? b.p : "");
         free(b.p);
     } else {
         fputs("null", stdout);
     }
     fputs(", \"modules\": [", stdout);
-    if (r->modules.n > 0) {
-        size_t count = 0, *order = tree_order(&r->modules, r->depth, &count);
-        if (!order)
+    n = ckpt_summary_module_count(r->sum);
+    for (i = 0, first = 1; i < n; i++) {
+        const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
+        sbuf b;
+        if (!shown(r, m))
+            continue;
+        memset(&b, 0, sizeof b);
+        sb_add(&b, m->path, m->path_len);
+        sb_char(&b, '\0');
+        fputs(first ? "{" : ", {", stdout);
+        first = 0;
+        cli_json_name(stdout, "name", b.p && !b.oom ? b.p : "");
+        printf(", \"depth\": %u, \"tensors\": %llu, \"parameters\": %llu}",
+               (unsigned)m->depth, (unsigned long long)m->tensors,
+               (unsigned long long)m->elements);
+        if (b.oom)
             oom = 1;
-        for (i = 0; order && i < count; i++) {
-            const node *nd = &r->modules.nodes[order[i]];
-            sbuf b;
-            memset(&b, 0, sizeof b);
-            node_path(&r->modules, order[i], &b);
-            fputs(i ? ", {" : "{", stdout);
-            cli_json_name(stdout, "name", b.p ? b.p : "");
-            printf(", \"depth\": %d, \"tensors\": %llu, \"parameters\": %llu}",
-                   nd->depth, (unsigned long long)nd->tensors,
-                   (unsigned long long)nd->params);
-            if (b.oom)
-                oom = 1;
-            free(b.p);
-        }
-        free(order);
+        free(b.p);
     }
     fputs("], \"notes\": [", stdout);
     first = 1;
@@ -866,12 +561,17 @@ static int info_one(const char *path, void *ctx)
             cli_json_error_line(path, &err);
         return cli_report(r.path, &err);
     }
-    if (gather(&r) != 0) {
-        rc = cli_error("%s: out of memory", r.path);
+    ckpt_get_info(r.f, &r.info);
+    r.sum = ckpt_summarize(r.f, r.doc.root, r.doc.prefix, &err);
+    if (!r.sum) {
+        if (o->json && o->multi)
+            cli_json_error_line(path, &err);
+        rc = cli_report(r.path, &err);
     } else {
+        r.tot = ckpt_summary_get_totals(r.sum);
         rc = o->json ? print_json(&r) : print_text(&r);
     }
-    tree_free(&r.modules);
+    ckpt_summary_free(r.sum);
     cli_doc_close(&r.doc);
     return rc;
 }

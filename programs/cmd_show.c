@@ -22,6 +22,7 @@
 #endif
 
 #include "cli.h"
+#include "ckpt_walk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,14 +60,28 @@ static const char usage[] =
 #define INLINE_STR 40     /* longest string item in a one-line list */
 
 
+/* What the walk left at each level (ckpt_walk.h's depth). */
+typedef struct sframe {
+    size_t path_len;  /* this value's path */
+    int child_depth;  /* indentation level of its children */
+    int args_inline;  /* an object whose args were shown on its own line */
+} sframe;
+
+/* The walk reaches levels 0..SHOW_WALK_LEVELS; the display's own limit is
+ * SHOW_MAX_DEPTH (a root dict's entries and an object's dict state take no
+ * level of their own, so the display is never deeper than the walk). */
+#define SHOW_WALK_LEVELS 2048u
+
 typedef struct show {
     const ckpt_file *f;
     const char *file;
     FILE *out;
-    cli_ptrmap seen;
-    sbuf line;      /* scratch for one-line values */
+    cli_ptrmap seen;  /* containers shown: where, for "<ref PATH>" */
+    sbuf line;        /* scratch for one-line values */
+    sbuf label;       /* scratch for a dict key's label */
     char *path;
     size_t path_len, path_cap;
+    sframe *frames;   /* SHOW_WALK_LEVELS + 1 */
     int failed;
 } show;
 
@@ -294,8 +309,6 @@ static void key_text(sbuf *b, const ckpt_value *k, size_t index)
 
 /* ---- values --------------------------------------------------------------- */
 
-static int show_value(show *s, const char *label, const ckpt_value *v, int depth);
-
 /* Indentation and "label:" (nothing for the root value). */
 static void start_line(show *s, const char *label, int depth)
 {
@@ -350,66 +363,11 @@ static int inline_seq(sbuf *b, const ckpt_value *v)
     return 1;
 }
 
-/* Children of a dict, one line each, labelled with their keys. */
-static int show_dict_items(show *s, const ckpt_value *d, int depth)
-{
-    size_t n = ckpt_value_len(d), i;
-    sbuf key;
-    int r = 0;
-    memset(&key, 0, sizeof key);
-    for (i = 0; i < n && r == 0; i++) {
-        size_t mark;
-        key_text(&key, ckpt_value_key(d, i), i);
-        if (key.oom) {
-            r = oom(s);
-            break;
-        }
-        if (path_push(s, key.p, key.len, &mark) != 0) {
-            r = -1;
-            break;
-        }
-        r = show_value(s, key.p, ckpt_value_item(d, i), depth);
-        path_pop(s, mark);
-    }
-    free(key.p);
-    return r;
-}
-
-/* Items of a sequence, labelled [0], [1], ... */
-static int show_seq_items(show *s, const ckpt_value *v, int depth)
-{
-    size_t n = ckpt_value_len(v), i;
-    for (i = 0; i < n; i++) {
-        char label[32], comp[32];
-        size_t mark;
-        int r;
-        snprintf(label, sizeof label, "[%zu]", i);
-        snprintf(comp, sizeof comp, "%zu", i);
-        if (path_push(s, comp, strlen(comp), &mark) != 0)
-            return -1;
-        r = show_value(s, label, ckpt_value_item(v, i), depth);
-        path_pop(s, mark);
-        if (r != 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* A named child (object parts): "name: value" with the path extended. */
-static int show_part(show *s, const char *name, const ckpt_value *v, int depth)
-{
-    size_t mark;
-    int r;
-    if (path_push(s, name, strlen(name), &mark) != 0)
-        return -1;
-    r = show_value(s, name, v, depth);
-    path_pop(s, mark);
-    return r;
-}
-
-/* "module.Class(args)" then the state's entries (or "state:", "items:",
- * "list:", "args:" children) one level deeper. */
-static int show_object(show *s, const char *label, const ckpt_value *v, int depth)
+/* "module.Class(args)"; its parts come next in the walk, one level deeper:
+ * the args when they were not shown inline, the state's entries (or
+ * "state:"), "items:", "list:". */
+static int show_object(show *s, const char *label, const ckpt_value *v, int depth,
+                       sframe *fr)
 {
     const char *cls = ckpt_value_class(v);
     const ckpt_value *args = ckpt_object_args(v);
@@ -444,25 +402,8 @@ static int show_object(show *s, const char *label, const ckpt_value *v, int dept
         fputs("(...)", s->out);
     }
     putc('\n', s->out);
-    if (!args_inline && show_part(s, "args", args, depth + 1) != 0)
-        return -1;
-    if (state) {
-        /* a dict state (the usual __dict__) is shown as the object's own
-         * entries; a later reference to it points at the object */
-        if (ckpt_value_kind(state) == CKPT_V_DICT &&
-            !cli_ptrmap_get(&s->seen, state)) {
-            if (remember(s, state) != 0)
-                return oom(s);
-            if (show_dict_items(s, state, depth + 1) != 0)
-                return -1;
-        } else if (show_part(s, "state", state, depth + 1) != 0) {
-            return -1;
-        }
-    }
-    if (items && show_part(s, "items", items, depth + 1) != 0)
-        return -1;
-    if (list && show_part(s, "list", list, depth + 1) != 0)
-        return -1;
+    fr->args_inline = args_inline;
+    fr->child_depth = depth + 1;
     return 0;
 }
 
@@ -479,18 +420,17 @@ static void show_tensor(show *s, const ckpt_value *v)
     putc(']', s->out);
 }
 
-static int show_value(show *s, const char *label, const ckpt_value *v, int depth)
+/* One value under `label` at indentation `depth`; for a container, what
+ * the walk does next: 0 enter it, CKPT_WALK_SKIP not (shown on one line,
+ * or as a reference), -1 fail. */
+static int show_value(show *s, const char *label, const ckpt_walk_step *st, int depth,
+                      sframe *fr)
 {
+    const ckpt_value *v = st->value;
     ckpt_kind kind;
     const char *ref, *text;
     size_t n = 0;
 
-    if (s->failed)
-        return -1;
-    if (cli_stdout_failed()) {
-        s->failed = 1; /* reported by cli_stdout_finish() */
-        return -1;
-    }
     if (!v || is_scalar(v, 0)) {
         start_value(s, label, depth);
         put_scalar(&s->line, v);
@@ -537,14 +477,17 @@ static int show_value(show *s, const char *label, const ckpt_value *v, int depth
         return 0;
     }
 
-    /* containers: written once, a reference after that */
+    /* containers: shown once, a reference after that.  The walk also
+     * calls a container shared when it was met as an object's inline args
+     * (never shown as a container): it is shown here the first time, on
+     * one line, since such args are scalars only. */
     ref = cli_ptrmap_get(&s->seen, v);
     if (ref) {
         start_value(s, label, depth);
         fprintf(s->out, "<ref %s>\n", ref[0] ? ref : "(root)");
-        return 0;
+        return CKPT_WALK_SKIP;
     }
-    if (depth > SHOW_MAX_DEPTH) {
+    if (depth > SHOW_MAX_DEPTH || st->too_deep) {
         cli_error("%s: nesting deeper than %d", s->file, SHOW_MAX_DEPTH);
         s->failed = 1;
         return -1;
@@ -553,29 +496,88 @@ static int show_value(show *s, const char *label, const ckpt_value *v, int depth
         return oom(s);
 
     if (kind == CKPT_V_OBJECT)
-        return show_object(s, label, v, depth);
+        return show_object(s, label, v, depth, fr);
     if (kind == CKPT_V_DICT) {
         if (ckpt_value_len(v) == 0) {
             start_value(s, label, depth);
             fputs("{}\n", s->out);
-            return 0;
+            return CKPT_WALK_SKIP;
         }
         if (!label) /* the root dict: its entries at the left margin */
-            return show_dict_items(s, v, depth);
+            return 0;
         start_line(s, label, depth);
         putc('\n', s->out);
-        return show_dict_items(s, v, depth + 1);
+        fr->child_depth = depth + 1;
+        return 0;
     }
     /* LIST, TUPLE, SET */
     if (!label && ckpt_value_len(v) > 0) /* the root: items at the margin */
-        return show_seq_items(s, v, depth);
+        return 0;
     start_value(s, label, depth);
     if (inline_seq(&s->line, v))
-        return flush_sb(s, &s->line) == 0 && putc('\n', s->out) != EOF ? 0 : -1;
+        return flush_sb(s, &s->line) == 0 && putc('\n', s->out) != EOF ? CKPT_WALK_SKIP : -1;
     s->line.len = 0;
     fprintf(s->out, "%s (%zu item%s)\n", seq_name(kind), ckpt_value_len(v),
             ckpt_value_len(v) == 1 ? "" : "s");
-    return show_seq_items(s, v, depth + 1);
+    if (st->shared) /* cannot happen (see above); never show a part of it */
+        return CKPT_WALK_SKIP;
+    fr->child_depth = depth + 1;
+    return 0;
+}
+
+/* The walk's callback: the label and path of the value from its place in
+ * its container, then the value. */
+static int show_enter(void *ctx, const ckpt_walk_step *st)
+{
+    static const char *const parts[] = {"args", "state", "items", "list"};
+    show *s = ctx;
+    sframe *fr = &s->frames[st->depth];
+    const sframe *up = st->parent ? &s->frames[st->depth - 1] : NULL;
+    const char *label = NULL, *comp;
+    char seq_label[32], seq_comp[32];
+    size_t mark;
+
+    if (s->failed)
+        return -1;
+    if (cli_stdout_failed()) {
+        s->failed = 1; /* reported by cli_stdout_finish() */
+        return -1;
+    }
+    path_pop(s, up ? up->path_len : 0);
+    fr->path_len = s->path_len;
+    fr->child_depth = up ? up->child_depth : 0;
+    fr->args_inline = 0;
+    if (!up)
+        return show_value(s, NULL, st, 0, fr);
+    switch (ckpt_value_kind(st->parent->value)) {
+    case CKPT_V_OBJECT:
+        if (st->index == CKPT_WALK_ARGS && up->args_inline)
+            return CKPT_WALK_SKIP; /* shown on the object's line */
+        if (st->index == CKPT_WALK_STATE && ckpt_value_kind(st->value) == CKPT_V_DICT &&
+            !cli_ptrmap_get(&s->seen, st->value)) {
+            /* a dict state (the usual __dict__) is shown as the object's
+             * own entries; a later reference to it points at the object */
+            return remember(s, st->value) != 0 ? oom(s) : 0;
+        }
+        label = comp = parts[st->index < 4 ? st->index : 0];
+        break;
+    case CKPT_V_DICT:
+        key_text(&s->label, st->key, st->index);
+        if (s->label.oom)
+            return oom(s);
+        label = comp = s->label.p;
+        break;
+    default:
+        snprintf(seq_label, sizeof seq_label, "[%zu]", st->index);
+        snprintf(seq_comp, sizeof seq_comp, "%zu", st->index);
+        label = seq_label;
+        comp = seq_comp;
+        break;
+    }
+    if (path_push(s, comp, strlen(comp), &mark) != 0)
+        return -1;
+    fr->path_len = s->path_len;
+    return show_value(s, label, st, up->child_depth, fr);
 }
 
 /* show --json output is kept in memory up to this many bytes and written
@@ -661,6 +663,9 @@ static int show_tree(const cli_doc *d, const char *path)
 {
     show s;
     const ckpt_value *root = d->root;
+    ckpt_walk_callbacks cb = {show_enter, NULL};
+    ckpt_walk_options opt;
+    ckpt_error err;
     int r;
     memset(&s, 0, sizeof s);
     s.f = d->f;
@@ -668,10 +673,20 @@ static int show_tree(const cli_doc *d, const char *path)
     s.out = stdout;
     if (!root)
         return CLI_OK;
-    r = show_value(&s, NULL, root, 0);
+    s.frames = calloc(SHOW_WALK_LEVELS + 1, sizeof *s.frames);
+    if (!s.frames)
+        return cli_error("%s: out of memory", path);
+    ckpt_walk_options_init(&opt);
+    opt.max_depth = SHOW_WALK_LEVELS;
+    opt.skip_deep = 1; /* show_value() says "nesting deeper than ..." */
+    r = ckpt_value_walk(d->f, root, &cb, &s, &opt, &err);
+    if (r != 0 && !s.failed && err.code != CKPT_OK)
+        cli_report(path, &err);
     cli_ptrmap_free(&s.seen);
     free(s.line.p);
+    free(s.label.p);
     free(s.path);
+    free(s.frames);
     return r == 0 ? CLI_OK : CLI_FAIL;
 }
 

@@ -18,9 +18,11 @@
  *   STORAGE -> {"$storage": key|null}.
  * A container (list, tuple, set, dict, object) met a second time is written
  * as {"$ref": "<dotted path of its first occurrence>"}, the root being "".
+ * The values are visited by ckpt_value_walk() (ckpt_walk.h), whose ids of
+ * first visits index the table of where each container was written.
  */
 #define CKPT_BUILDING 1
-#include "ckpt.h"
+#include "ckpt_walk.h"
 
 #include <float.h>
 #include <math.h>
@@ -34,14 +36,15 @@
 #define JSON_OUT_BASE ((uint64_t)4 << 20)
 #define JSON_OUT_PER_BYTE 16u
 
-/* A container already written: where it sits in the output. */
+/* A container or tensor met by the walk (ckpt_walk.h), by its id: where it
+ * sits in the output, for the $ref of a later visit. */
 typedef struct jnode {
     const ckpt_value *v;
-    size_t parent; /* index + 1 of the enclosing container's node, 0: root */
+    size_t parent; /* id + 1 of the enclosing container's node, 0: root */
     size_t index;  /* position in the parent (item, dict entry, object part) */
 } jnode;
 
-enum { PART_ARGS = 0, PART_STATE, PART_ITEMS, PART_LIST };
+/* object parts, in the order and numbering of CKPT_WALK_ARGS.. */
 static const char *const part_names[] = {"args", "state", "items", "list"};
 
 typedef struct jw {
@@ -53,10 +56,8 @@ typedef struct jw {
     int failed;
     size_t len;
     char *buf;           /* JSON_BUF_SIZE bytes */
-    jnode *nodes;        /* every container written, in order */
+    jnode *nodes;        /* every container and tensor met, by walk id */
     size_t nnodes, capnodes;
-    size_t *slots;       /* open-addressing table of node index + 1 */
-    size_t nslots;       /* a power of two, or 0 */
     char *scratch;       /* for key text and $ref paths */
     size_t scratch_len, scratch_cap;
     uint64_t written;    /* bytes handed to write() */
@@ -524,83 +525,31 @@ static int scratch_dict_key(jw *w, const ckpt_value *d, size_t i)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The set of containers already written                                      */
+/* Where containers were written                                              */
 /* ------------------------------------------------------------------------ */
 
-static size_t hash_ptr(const void *p)
+/* Record what the walk numbered `id` at its first visit (ids come in
+ * order), reached from node `parent` (id + 1, 0: none) at `index`. */
+static int node_add(jw *w, size_t id, const ckpt_value *v, size_t parent, size_t index)
 {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-/* The node index + 1 of v, or 0 when v has not been written yet. */
-static size_t seen_lookup(const jw *w, const ckpt_value *v)
-{
-    size_t mask, i;
-    if (w->nslots == 0)
-        return 0;
-    mask = w->nslots - 1;
-    for (i = hash_ptr(v) & mask; w->slots[i] != 0; i = (i + 1) & mask)
-        if (w->nodes[w->slots[i] - 1].v == v)
-            return w->slots[i];
-    return 0;
-}
-
-static int seen_grow(jw *w)
-{
-    size_t n = w->nslots ? w->nslots * 2 : 64, i, j, mask;
-    size_t *slots;
-    if (n > ((size_t)-1) / sizeof *slots / 2)
-        return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
-    slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
-    mask = n - 1;
-    for (j = 0; j < w->nnodes; j++) {
-        for (i = hash_ptr(w->nodes[j].v) & mask; slots[i] != 0; i = (i + 1) & mask)
-            ;
-        slots[i] = j + 1;
-    }
-    free(w->slots);
-    w->slots = slots;
-    w->nslots = n;
-    return 0;
-}
-
-/* Record container v (reached from node `parent` at `index`); returns its
- * node index + 1, or 0 on error. */
-static size_t seen_add(jw *w, const ckpt_value *v, size_t parent, size_t index)
-{
-    size_t i, mask;
+    if (id != w->nnodes)
+        return fail(w, CKPT_E_ARG, "JSON output: the walk numbered values out of order");
     if (w->nnodes == w->capnodes) {
         size_t cap = w->capnodes ? w->capnodes * 2 : 64;
         jnode *nn;
-        if (cap > ((size_t)-1) / sizeof *nn) {
-            fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
-            return 0;
-        }
+        if (cap > ((size_t)-1) / sizeof *nn)
+            return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
         nn = realloc(w->nodes, cap * sizeof *nn);
-        if (!nn) {
-            fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
-            return 0;
-        }
+        if (!nn)
+            return fail(w, CKPT_E_NOMEM, "out of memory writing JSON");
         w->nodes = nn;
         w->capnodes = cap;
     }
-    if ((w->nnodes + 1) * 2 > w->nslots && seen_grow(w) != 0)
-        return 0;
     w->nodes[w->nnodes].v = v;
     w->nodes[w->nnodes].parent = parent;
     w->nodes[w->nnodes].index = index;
     w->nnodes++;
-    mask = w->nslots - 1;
-    for (i = hash_ptr(v) & mask; w->slots[i] != 0; i = (i + 1) & mask)
-        ;
-    w->slots[i] = w->nnodes;
-    return w->nnodes;
+    return 0;
 }
 
 /* Append the path component that leads from node `parent` to its child. */
@@ -661,9 +610,6 @@ write:
 /* Values                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
-                     unsigned depth);
-
 static int is_container(ckpt_kind k)
 {
     return k == CKPT_V_LIST || k == CKPT_V_TUPLE || k == CKPT_V_SET ||
@@ -716,87 +662,41 @@ static int put_tensor(jw *w, const ckpt_value *v, unsigned depth)
     return putc_(w, '}');
 }
 
-static int put_container(jw *w, const ckpt_value *v, ckpt_kind kind,
-                         size_t self, unsigned depth)
+/* The text before a value inside its container: separator, indentation,
+ * the dict key or the object part's name. */
+static int put_lead(jw *w, const ckpt_walk_step *st)
 {
-    size_t i, n;
-    int first = 1;
-    if (kind == CKPT_V_DICT) {
-        n = ckpt_value_len(v);
-        if (putc_(w, '{') != 0)
+    ckpt_kind pk = ckpt_value_kind(st->parent->value);
+    if (pk == CKPT_V_OBJECT) { /* "$object" came first */
+        if (putc_(w, ',') != 0 || newline(w, st->depth) != 0)
             return -1;
-        for (i = 0; i < n; i++) {
-            if (i > 0 && putc_(w, ',') != 0)
-                return -1;
-            if (newline(w, depth + 1) != 0)
-                return -1;
-            w->scratch_len = 0;
-            if (scratch_add(w, "", 0) != 0 || scratch_dict_key(w, v, i) != 0)
-                return -1;
-            if (put_string(w, w->scratch, w->scratch_len) != 0 || key_sep(w) != 0)
-                return -1;
-            if (put_value(w, ckpt_value_item(v, i), self, i, depth + 1) != 0)
-                return -1;
-        }
-        if (n > 0 && newline(w, depth) != 0)
+        if (put_string(w, part_names[st->index < 4 ? st->index : 0],
+                       strlen(part_names[st->index < 4 ? st->index : 0])) != 0)
             return -1;
-        return putc_(w, '}');
+        return key_sep(w);
     }
-    if (kind == CKPT_V_OBJECT) {
-        const char *cls = ckpt_value_class(v);
-        const ckpt_value *parts[4];
-        size_t p;
-        parts[PART_ARGS] = ckpt_object_args(v);
-        parts[PART_STATE] = ckpt_object_state(v);
-        parts[PART_ITEMS] = ckpt_object_items(v);
-        parts[PART_LIST] = ckpt_object_list(v);
-        if (putc_(w, '{') != 0 || member(w, &first, "$object", depth + 1) != 0)
-            return -1;
-        if (cls ? put_string(w, cls, strlen(cls)) : puts_(w, "null"))
-            return -1;
-        for (p = 0; p < 4; p++) {
-            if (!parts[p])
-                continue;
-            if (member(w, &first, part_names[p], depth + 1) != 0)
-                return -1;
-            if (put_value(w, parts[p], self, p, depth + 1) != 0)
-                return -1;
-        }
-        if (newline(w, depth) != 0)
-            return -1;
-        return putc_(w, '}');
-    }
-    /* LIST, TUPLE, SET */
-    n = ckpt_value_len(v);
-    if (putc_(w, '[') != 0)
+    if (st->index > 0 && putc_(w, ',') != 0)
         return -1;
-    for (i = 0; i < n; i++) {
-        if (i > 0 && putc_(w, ',') != 0)
-            return -1;
-        if (newline(w, depth + 1) != 0)
-            return -1;
-        if (put_value(w, ckpt_value_item(v, i), self, i, depth + 1) != 0)
-            return -1;
-    }
-    if (n > 0 && newline(w, depth) != 0)
+    if (newline(w, st->depth) != 0)
         return -1;
-    return putc_(w, ']');
+    if (pk != CKPT_V_DICT)
+        return 0;
+    w->scratch_len = 0;
+    if (scratch_add(w, "", 0) != 0 || scratch_dict_key(w, st->parent->value, st->index) != 0)
+        return -1;
+    if (put_string(w, w->scratch, w->scratch_len) != 0)
+        return -1;
+    return key_sep(w);
 }
 
-static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
-                     unsigned depth)
+/* The opening of a container, or a scalar, tensor or $ref whole. */
+static int put_scalar(jw *w, const ckpt_value *v, ckpt_kind kind, unsigned depth)
 {
-    ckpt_kind kind;
     const char *s;
     size_t n = 0;
     char tmp[40];
     double x;
 
-    if (w->failed)
-        return -1;
-    if (!v)
-        return puts_(w, "null");
-    kind = ckpt_value_kind(v);
     switch (kind) {
     case CKPT_V_NONE:
         return puts_(w, "null");
@@ -845,20 +745,51 @@ static int put_value(jw *w, const ckpt_value *v, size_t parent, size_t index,
         return putc_(w, '}');
     }
     default:
-        break;
+        return puts_(w, "null");
     }
-    if (is_container(kind)) {
-        size_t id = seen_lookup(w, v);
-        if (id != 0)
-            return put_ref(w, id);
-        if (depth > JSON_MAX_DEPTH)
-            return fail(w, CKPT_E_LIMIT, "nesting deeper than 1000");
-        id = seen_add(w, v, parent, index);
-        if (id == 0)
+}
+
+static int on_enter(void *ctx, const ckpt_walk_step *st)
+{
+    jw *w = ctx;
+    const ckpt_value *v = st->value;
+    ckpt_kind kind = v ? ckpt_value_kind(v) : CKPT_V_NONE;
+    int first = 1;
+
+    if (w->failed)
+        return -1;
+    if (st->parent && put_lead(w, st) != 0)
+        return -1;
+    if (st->id != CKPT_WALK_NO_ID && !st->shared &&
+        node_add(w, st->id, v, st->parent ? st->parent->id + 1 : 0, st->index) != 0)
+        return -1;
+    if (!v || kind == CKPT_V_TENSOR || !is_container(kind))
+        return put_scalar(w, v, v ? kind : CKPT_V_NONE, st->depth) != 0 ? -1 : 0;
+    if (st->shared) /* a container met again */
+        return put_ref(w, st->id + 1) != 0 ? -1 : CKPT_WALK_SKIP;
+    if (st->too_deep)
+        return fail(w, CKPT_E_LIMIT, "nesting deeper than 1000");
+    if (kind == CKPT_V_DICT)
+        return putc_(w, '{') != 0 ? -1 : 0;
+    if (kind == CKPT_V_OBJECT) {
+        const char *cls = ckpt_value_class(v);
+        if (putc_(w, '{') != 0 || member(w, &first, "$object", st->depth + 1) != 0)
             return -1;
-        return put_container(w, v, kind, id, depth);
+        return (cls ? put_string(w, cls, strlen(cls)) : puts_(w, "null")) != 0 ? -1 : 0;
     }
-    return puts_(w, "null");
+    return putc_(w, '[') != 0 ? -1 : 0;
+}
+
+static int on_leave(void *ctx, const ckpt_walk_step *st)
+{
+    jw *w = ctx;
+    ckpt_kind kind = ckpt_value_kind(st->value);
+    if (w->failed)
+        return -1;
+    if ((kind == CKPT_V_OBJECT || ckpt_value_len(st->value) > 0) &&
+        newline(w, st->depth) != 0)
+        return -1;
+    return putc_(w, kind == CKPT_V_DICT || kind == CKPT_V_OBJECT ? '}' : ']') != 0 ? -1 : 0;
 }
 
 CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
@@ -894,14 +825,18 @@ CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
         fail(&w, CKPT_E_NOMEM, "out of memory writing JSON");
         return -1;
     }
-    if (!v)
-        v = ckpt_root(f);
-    r = put_value(&w, v, 0, 0, 0);
+    {
+        ckpt_walk_callbacks cb = {on_enter, on_leave};
+        ckpt_walk_options opt;
+        ckpt_walk_options_init(&opt);
+        opt.max_depth = JSON_MAX_DEPTH + 1; /* a container deeper than 1000 */
+        opt.skip_deep = 1;                  /* is refused by on_enter */
+        r = ckpt_value_walk(f, v ? v : ckpt_root(f), &cb, &w, &opt, err);
+    }
     if (r == 0)
         r = flush(&w);
     free(w.buf);
     free(w.nodes);
-    free(w.slots);
     free(w.scratch);
     free(w.ref);
     return r == 0 && !w.failed ? 0 : -1;
