@@ -471,6 +471,8 @@ struct ckpt_safetensors_plan {
     int big_host;
     uint64_t done;         /* tensor bytes written (progress) */
     crc_job *job;          /* the records to check, while the copy goes on */
+    unsigned char *pbuf;   /* small records, read to be checked when planned */
+    size_t pbuf_cap;
 };
 typedef struct ckpt_safetensors_plan exporter;
 
@@ -781,17 +783,17 @@ static int find_record(exporter *x, size_t si, const ckpt_storage *s, crc_rec *r
         return 1;
     if (r.size > SMALL_RECORD)
         return 0;
-    buf = malloc(r.size ? (size_t)r.size : 1);
-    if (!buf)
-        return nomem(x);
-    if (pread_full(x->src_fd, buf, (size_t)r.size, r.data_offset) != 0) {
-        int en = errno;
-        free(buf);
-        return src_error(x, en);
+    if (x->pbuf_cap < r.size) { /* one buffer for every small record */
+        buf = realloc(x->pbuf, (size_t)SMALL_RECORD);
+        if (!buf)
+            return nomem(x);
+        x->pbuf = buf;
+        x->pbuf_cap = (size_t)SMALL_RECORD;
     }
-    rec->computed = ckpt_crc32(0, buf, (size_t)r.size);
+    if (pread_full(x->src_fd, x->pbuf, (size_t)r.size, r.data_offset) != 0)
+        return src_error(x, errno);
+    rec->computed = ckpt_crc32(0, x->pbuf, (size_t)r.size);
     rec->checked = 1;
-    free(buf);
     return 0;
 }
 
@@ -1682,6 +1684,7 @@ void ckpt_safetensors_free(ckpt_safetensors_plan *x)
     set_free(&x->names);
     set_free(&x->meta_keys);
     free(x->stage);
+    free(x->pbuf);
     free(x);
 }
 
