@@ -21,7 +21,9 @@
  *   float8_*         |u1     raw bits (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e8m0fnu)
  *
  * Thread safety: every function here only reads `f` and may run on several
- * threads at once for one file.
+ * threads at once for one file; a ckpt_safetensors_plan is used by one
+ * thread at a time (the safetensors export may start one thread of its own
+ * to check records while it copies, and joins it before returning).
  */
 #ifndef CKPT_EXPORT_H
 #define CKPT_EXPORT_H
