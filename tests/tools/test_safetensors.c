@@ -382,7 +382,20 @@ int main(int argc, char **argv)
     out2 = slurp(path2, &olen2);
     CHECK(out && out2 && olen2 == olen && memcmp(out, out2, olen) == 0);
     free(out2);
+    /* not seekable: write() and sendfile from where fd stands */
+    fd = open(path2, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0 && write(fd, "xyz", 3) == 3);
+    CHECK_EQ_INT(ckpt_export_safetensors_fd(f, fd, 0, &o, &err), 0);
+    close(fd);
+    out2 = slurp(path2, &olen2);
+    CHECK(out && out2 && olen2 == olen + 3 && memcmp(out, out2 + 3, olen) == 0);
+    free(out2);
     remove(path2);
+    /* a callback, copying from the source's descriptor */
+    m.len = 0;
+    m.calls = 0;
+    CHECK_EQ_INT(ckpt_export_safetensors_to(f, mem_write, &m, &o, &err), 0);
+    CHECK(out && m.len == olen && memcmp(m.p, out, olen) == 0);
     if (src >= 0)
         close(src);
     ckpt_close(f);
