@@ -439,6 +439,35 @@ CKPT_API int ckpt_verify_progress(const ckpt_file *f,
                                   void (*progress)(void *ctx, uint64_t done, uint64_t total),
                                   void *ctx, ckpt_error *err);
 
+/* zlib's crc32(): the CRC-32 of p[0..n) continued from `crc` (0 to begin),
+ * as ZIP records it; several times faster than zlib's where the CPU
+ * multiplies carry-less (x86-64 with PCLMULQDQ). */
+CKPT_API uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n);
+
+/* The container record a storage's bytes are kept in (ZIP: its entry in
+ * the central directory), for tools that copy or check stored bytes
+ * themselves without parsing the container.  Fill it with
+ * ckpt_storage_record(); see "ABI" at the top. */
+typedef struct ckpt_record {
+    size_t struct_size;       /* bytes ckpt_storage_record() filled */
+    const char *name;         /* full record name, "archive/data/0" */
+    int method;               /* 0 stored, 8 deflated (ZIP's numbers) */
+    int has_crc;              /* a CRC-32 was recorded (ZIP writes 0 for none) */
+    uint32_t crc32;           /* zlib's crc32() of the content, as recorded */
+    uint64_t data_offset;     /* file offset of the record's first byte */
+    uint64_t compressed_size; /* bytes in the file from data_offset */
+    uint64_t size;            /* bytes of content (>= the storage's nbytes) */
+} ckpt_record;
+
+/* The record holding storage i (ckpt_storage_at(f, i)): fills the first
+ * `struct_size` bytes of `rec`.  Returns 0, or -1 with CKPT_E_NOTFOUND when
+ * the container keeps no record per storage (legacy, TAR: no checksums
+ * either), CKPT_E_ARG when i is out of range.  Use the macro. */
+CKPT_API int ckpt_storage_record_sized(const ckpt_file *f, size_t i, ckpt_record *rec,
+                                       size_t struct_size, ckpt_error *err);
+#define ckpt_storage_record(f, i, rec, err) \
+    ckpt_storage_record_sized((f), (i), (rec), sizeof *(rec), (err))
+
 /* Oddities the pickle machine noticed (several PROTO opcodes, data after
  * STOP, ...), one line each. */
 CKPT_API size_t ckpt_note_count(const ckpt_file *f);

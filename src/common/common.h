@@ -164,4 +164,8 @@ const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what,
                       ckpt_error *err);
 void ck_win_free(ck_window *w);
 
+/* crc32.c: zlib's crc32(crc, p, n) for any n, with carry-less multiplication
+ * where the CPU has it (the public ckpt_crc32()). */
+uint32_t ck_crc32(uint32_t crc, const void *p, size_t n);
+
 #endif

@@ -30,6 +30,8 @@ typedef struct ck_format {
     void (*blame)(ckpt_file *f, ckpt_error *err);
     /* Free f->fmt_state. */
     void (*close)(ckpt_file *f);
+    /* The record holding storage s (ckpt_storage_record()); NULL: none. */
+    int (*record)(const ckpt_file *f, const ck_storage *s, ckpt_record *rec, ckpt_error *err);
 } ck_format;
 
 extern const ck_format ck_format_zip;    /* torch_zip.c: torch.save since 1.6, torch.jit.save */

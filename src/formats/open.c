@@ -129,6 +129,22 @@ void ckpt_close(ckpt_file *f) {
     free(f);
 }
 
+int ckpt_storage_record_sized(const ckpt_file *f, size_t i, ckpt_record *out, size_t struct_size,
+                              ckpt_error *err) {
+    ckpt_record rec;
+    if (!f || !out || struct_size < sizeof(size_t)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (i >= f->nstorages) return ck_fail(err, CKPT_E_ARG, -1, "no storage %zu (the file has %zu)", i, f->nstorages);
+    const ck_storage *s = &f->storages[i];
+    if (!f->fmt || !f->fmt->record || !s->resolved)
+        return ck_fail(err, CKPT_E_NOTFOUND, -1, "storage '%s' is not a record of its own in a %s file", s->pub.key,
+                       ckpt_format_name(f->format));
+    memset(&rec, 0, sizeof rec);
+    CK_TRY(f->fmt->record(f, s, &rec, err));
+    rec.struct_size = struct_size < sizeof rec ? struct_size : sizeof rec;
+    memcpy(out, &rec, rec.struct_size);
+    return 0;
+}
+
 int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
     return ckpt_verify_progress(f, note, NULL, ctx, err);
 }

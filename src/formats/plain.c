@@ -30,4 +30,4 @@ static int plain_open(ckpt_file *f, ckpt_error *err) {
     return 0;
 }
 
-const ck_format ck_format_pickle = {"pickle", plain_bid, plain_open, NULL, NULL, NULL, NULL};
+const ck_format ck_format_pickle = {"pickle", plain_bid, plain_open, NULL, NULL, NULL, NULL, NULL};

@@ -374,4 +374,4 @@ static int tar_open(ckpt_file *f, ckpt_error *err) {
     return r;
 }
 
-const ck_format ck_format_tar = {"tar", tar_bid, tar_open, NULL, NULL, NULL, NULL};
+const ck_format ck_format_tar = {"tar", tar_bid, tar_open, NULL, NULL, NULL, NULL, NULL};

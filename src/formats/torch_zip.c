@@ -251,6 +251,19 @@ static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *),
     return ck_zip_check(&ZI(f)->zip, note, progress, ctx, err);
 }
 
+static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec, ckpt_error *err) {
+    (void)err;
+    const ck_zip_entry *z = &ZI(f)->zip.e[s->rec];
+    rec->name = z->name;
+    rec->method = z->method;
+    rec->has_crc = z->crc != 0;
+    rec->crc32 = z->crc;
+    rec->data_offset = z->data_off;
+    rec->compressed_size = z->comp_size;
+    rec->size = z->size;
+    return 0;
+}
+
 static void zip_close(ckpt_file *f) {
     zip_index *zi = ZI(f);
     if (!zi) return;
@@ -267,4 +280,5 @@ static int zip_bid(const uint8_t *head, size_t n, uint64_t size) {
     return n >= 4 && ck_le32(head) == 0x04034b50u; /* a local header */
 }
 
-const ck_format ck_format_zip = {"zip", zip_bid, zip_open, zip_storage_read, zip_verify, zip_blame, zip_close};
+const ck_format ck_format_zip = {"zip", zip_bid, zip_open, zip_storage_read, zip_verify, zip_blame, zip_close,
+                              zip_record};

@@ -351,7 +351,7 @@ int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckp
         size_t n = z->size - off < chunk ? (size_t)(z->size - off) : chunk;
         if (z->method == 8) rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
         else rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
-        if (rc == 0) c = crc32(c, buf, (uInt)n);
+        if (rc == 0) c = ck_crc32((uint32_t)c, buf, n);
     }
     free(buf);
     *crc = (uint32_t)c;
