@@ -397,6 +397,7 @@ static void test_depth(void)
     CHECK_EQ_INT(err.code, CKPT_E_LIMIT);
     CHECK_STR(err.message, "nesting deeper than 2");
     CHECK_STR(o.p, "[0]: list (1 item)\n  [0]: list (1 item)\n    [0]: list (1 item)\n");
+    free(o.p);
     topt.max_depth = 5000; /* at most 1000 */
     CHECK_EQ_INT(tree(p, n, &topt, &o, &err), -1);
     CHECK_STR(err.message, "nesting deeper than 1000");
