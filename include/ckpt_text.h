@@ -131,9 +131,11 @@ CKPT_API void ckpt_text_options_init_sized(ckpt_text_options *opt, size_t struct
  *   state's path is its object's.  PATH is cut after 1000 bytes (never
  *   inside a character) and ends "..." then.
  * All text from the file is escaped (ckpt_escape()), so a line never holds
- * a control character.  Bounds: a line holds at most about 2 x depth + 8 KiB
- * bytes; one line per value visited (ckpt_walk.h: each container once,
- * scalars at every reference); memory about 1 KiB per container.
+ * a control character.  Bounds: one line per value visited (ckpt_walk.h:
+ * each container once, scalars at every reference); a line holds 2 x depth
+ * bytes of indentation, then at most about 6 KiB (keys, strings, one-line
+ * sequences and ref paths are cut as above) plus, whole, the class or global
+ * name it shows, escaped; memory about 1 KiB per container.
  *
  * Returns 0, or -1 with err filled: CKPT_E_LIMIT "nesting deeper than N",
  * CKPT_E_NOMEM, CKPT_E_IO when write failed, CKPT_E_ARG.  The lines before
