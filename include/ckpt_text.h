@@ -91,8 +91,9 @@ CKPT_API void ckpt_text_options_init_sized(ckpt_text_options *opt, size_t struct
 #define ckpt_text_options_init(opt) ckpt_text_options_init_sized((opt), sizeof *(opt))
 
 /* Write `v` (NULL: the root) of file f as an indented tree through `write`
- * (returns 0 on success; it gets the text in pieces of up to about 64 KiB,
- * each ending with a newline).  opt may be NULL for the defaults.
+ * (returns 0 on success; it gets the text in pieces of about 64 KiB, each
+ * ending at the end of a line).  opt may be NULL for the defaults; nothing
+ * is written when v is NULL and the file has no root.
  *
  * One line per value, "LABEL: VALUE", two spaces of indentation per level:
  *   epoch: 7
@@ -138,8 +139,8 @@ CKPT_API void ckpt_text_options_init_sized(ckpt_text_options *opt, size_t struct
  * name it shows, escaped; memory about 1 KiB per container.
  *
  * Returns 0, or -1 with err filled: CKPT_E_LIMIT "nesting deeper than N",
- * CKPT_E_NOMEM, CKPT_E_IO when write failed, CKPT_E_ARG.  The lines before
- * a failure have been written. */
+ * CKPT_E_NOMEM, CKPT_E_IO when write failed, CKPT_E_ARG.  The whole lines
+ * before a failure have been written (but for CKPT_E_IO). */
 CKPT_API int ckpt_value_to_text(const ckpt_file *f, const ckpt_value *v,
                                 int (*write)(void *ctx, const char *s, size_t n), void *ctx,
                                 const ckpt_text_options *opt, ckpt_error *err);

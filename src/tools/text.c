@@ -916,7 +916,10 @@ CKPT_API int ckpt_value_to_text(const ckpt_file *f, const ckpt_value *v,
     r = ckpt_value_walk(f, v, &cb, &w, &wopt, &werr);
     if (r != 0 && !w.failed) /* the walk's own error */
         fail(&w, werr.code != CKPT_OK ? werr.code : CKPT_E_ARG, werr.message);
-    if (!w.write_failed && flush(&w) != 0) /* the lines before a failure too */
+    if (w.failed) /* the whole lines before a failure are written too */
+        while (w.out.len > 0 && w.out.p[w.out.len - 1] != '\n')
+            w.out.len--;
+    if (!w.write_failed && flush(&w) != 0)
         r = -1;
     for (i = 0; i < w.nrefs; i++)
         free(w.refs[i]);
