@@ -359,6 +359,48 @@ static size_t count_lines(const char *s, size_t n, size_t *last_len)
     return lines;
 }
 
+/* A <ref> path cut at exactly 1000 bytes: dicts nested under six bare
+ * 200-byte ASCII keys, the innermost (empty) one referenced again.  The
+ * expected text is built here from ckpt_text.h's rules. */
+static void test_ref_cut(void)
+{
+    char pkl[2048], want[4096], path[1400], key[201];
+    size_t n = 0, w = 0, pl = 0;
+    int i, d;
+    out o;
+    ckpt_error err;
+
+    SECTION("ref path cut");
+    memcpy(pkl, "\x80\x02}(X\x01\x00\x00\x00" "d", 10);
+    n = 10;
+    pl = (size_t)sprintf(path, "d");
+    w = (size_t)sprintf(want, "d:\n");
+    for (i = 1; i <= 6; i++) {
+        memset(key, 'x', 199);
+        key[199] = (char)('0' + i);
+        key[200] = '\0';
+        pkl[n++] = '}';
+        pkl[n++] = 'X';
+        pkl[n++] = (char)200;
+        pkl[n++] = 0;
+        pkl[n++] = 0;
+        pkl[n++] = 0;
+        memcpy(pkl + n, key, 200);
+        n += 200;
+        pl += (size_t)sprintf(path + pl, ".%s", key);
+        for (d = 0; d < i; d++)
+            w += (size_t)sprintf(want + w, "  ");
+        w += (size_t)sprintf(want + w, i < 6 ? "%s:\n" : "%s: {}\n", key);
+    }
+    memcpy(pkl + n, "}q\x00ssssssX\x01\x00\x00\x00" "rh\x00u.", 19);
+    n += 19;
+    CHECK(pl > 1000);
+    w += (size_t)sprintf(want + w, "r: <ref %.1000s...>\n", path);
+    CHECK_EQ_INT(tree(pkl, n, NULL, &o, &err), 0);
+    CHECK_STR(o.p, want);
+    free(o.p);
+}
+
 static void test_depth(void)
 {
     out o;
@@ -557,6 +599,7 @@ int main(int argc, char **argv)
     CASE(cycle);
     CASE(objects);
     CASE(longkeys);
+    test_ref_cut();
     test_depth();
     test_errors();
     test_pieces();
