@@ -524,25 +524,7 @@ int cli_stdout_finish(int status)
 
 size_t cli_utf8_seq(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
-            return 0;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
-            (s[3] & 0xC0) != 0x80)
-            return 0;
-        return 4;
-    }
-    return 0;
+    return ckpt_utf8_seq((const char *)s, n);
 }
 
 void cli_json_string(FILE *out, const char *str, size_t n)

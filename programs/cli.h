@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ckpt.h"
+#include "ckpt_text.h"
 
 #define CLI_OK 0
 #define CLI_FAIL 1
@@ -214,16 +215,13 @@ void cli_ptrmap_free(cli_ptrmap *m);
 
 /* ---- display: escaping, filters, several files (text.c, batch.c) -------- */
 
-#define CLI_ESC_QUOTED 1u /* inside "...": escape '"' too */
-#define CLI_ESC_BYTES 2u  /* a bytes value: every byte >= 0x80 as \xHH */
+#define CLI_ESC_QUOTED CKPT_ESCAPE_QUOTED /* inside "...": escape '"' too */
+#define CLI_ESC_BYTES CKPT_ESCAPE_BYTES   /* a bytes value: every byte >= 0x80 as \xHH */
 
-/* Append s[0..n) to b as a terminal may show it, reversibly: a backslash as two,
- * \n \r \t, other C0 controls, DEL and bytes that are not valid
- * UTF-8 as \xHH, C1 controls, bidi overrides/isolates, zero-width characters
- * and U+2028/U+2029 as \uXXXX; the rest as it is.  Stops before byte
- * `limit` (never inside a character); returns the bytes of s consumed.
- * Every string from a file that reaches a table, tree or message goes
- * through here. */
+/* Append s[0..n) to b escaped by ckpt_escape() (ckpt_text.h has the rules),
+ * up to byte `limit` (never inside a character); returns the bytes of s
+ * consumed.  Every string from a file that reaches a table, tree or message
+ * goes through here. */
 size_t cli_escape(sbuf *b, const char *s, size_t n, size_t limit, unsigned flags);
 /* Columns the escaped form of s takes (one per character). */
 size_t cli_term_width(const char *s);

@@ -22,6 +22,7 @@
  * first visits index the table of where each container was written.
  */
 #define CKPT_BUILDING 1
+#include "ckpt_text.h"
 #include "ckpt_walk.h"
 
 #include <float.h>
@@ -172,36 +173,10 @@ static int key_sep(jw *w) { return w->indent > 0 ? put(w, ": ", 2) : putc_(w, ':
 /* ------------------------------------------------------------------------ */
 
 /* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+ * (ckpt_text.h's one UTF-8 check). */
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
-            return 0;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
-            (s[3] & 0xC0) != 0x80)
-            return 0;
-        return 4;
-    }
-    return 0;
+    return ckpt_utf8_seq((const char *)s, n);
 }
 
 static int put_string(jw *w, const char *str, size_t n)
@@ -260,37 +235,16 @@ static int put_string(jw *w, const char *str, size_t n)
 
 static int put_base64(jw *w, const unsigned char *s, size_t n)
 {
-    static const char tab[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char out[4];
-    size_t i;
+    char out[4 * 256 + 1];
+    size_t k;
     if (putc_(w, '"') != 0)
         return -1;
-    for (i = 0; i + 3 <= n; i += 3) {
-        unsigned x = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
-        out[0] = tab[x >> 18];
-        out[1] = tab[(x >> 12) & 63];
-        out[2] = tab[(x >> 6) & 63];
-        out[3] = tab[x & 63];
-        if (put(w, out, 4) != 0)
+    while (n > 0) { /* whole groups of 3 bytes: the pieces join up */
+        k = n < 3 * 256 ? n : 3 * 256;
+        if (put(w, out, ckpt_base64(out, sizeof out, s, k)) != 0)
             return -1;
-    }
-    if (n - i == 1) {
-        unsigned x = (unsigned)s[i] << 16;
-        out[0] = tab[x >> 18];
-        out[1] = tab[(x >> 12) & 63];
-        out[2] = '=';
-        out[3] = '=';
-        if (put(w, out, 4) != 0)
-            return -1;
-    } else if (n - i == 2) {
-        unsigned x = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8;
-        out[0] = tab[x >> 18];
-        out[1] = tab[(x >> 12) & 63];
-        out[2] = tab[(x >> 6) & 63];
-        out[3] = '=';
-        if (put(w, out, 4) != 0)
-            return -1;
+        s += k;
+        n -= k;
     }
     return putc_(w, '"');
 }
