@@ -27,26 +27,31 @@
  * runs in well under the fuzzers' 1 s with ASan and coverage (at the default
  * such an input takes ~1.3 s even without them: a walk visit costs ~80 ns,
  * ~1 us instrumented).  tests/unit/test_limits.c covers the default. */
-static inline void fuzz_options(ckpt_options *opt) {
+static inline void fuzz_options(ckpt_options *opt)
+{
     ckpt_options_init(opt);
     opt->max_expansion = (uint64_t)1 << 15; /* the limit trips sooner: more inputs per second */
 }
 
 /* Abort with a reason: the fuzzer keeps the input, the replay test fails. */
-static void fuzz_die(const char *why, const char *detail) {
-    fprintf(stderr, "fuzz invariant violated: %s%s%s\n", why, detail ? ": " : "", detail ? detail : "");
+static void fuzz_die(const char *why, const char *detail)
+{
+    fprintf(stderr, "fuzz invariant violated: %s%s%s\n", why, detail ? ": " : "",
+            detail ? detail : "");
     abort();
 }
 
 /* A clean error: a known non-zero code, a non-empty message of one line. */
-static void fuzz_check_error(const ckpt_error *e) {
+static void fuzz_check_error(const ckpt_error *e)
+{
     if (e->code == CKPT_OK || (int)e->code < 0 || e->code > CKPT_E_NOTMAPPABLE)
         fuzz_die("failure without an error code", e->message);
     size_t n = strnlen(e->message, sizeof e->message);
     if (n == 0) fuzz_die("failure with an empty message", NULL);
     if (n == sizeof e->message) fuzz_die("error message not NUL-terminated", NULL);
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)e->message[i] < 0x20) fuzz_die("error message is not one line", e->message);
+        if ((unsigned char)e->message[i] < 0x20)
+            fuzz_die("error message is not one line", e->message);
     if (e->offset < -1) fuzz_die("negative error offset", e->message);
 }
 
@@ -55,7 +60,8 @@ typedef struct fuzz_sink {
     uint64_t bytes;
 } fuzz_sink;
 
-static int fuzz_sink_write(void *ctx, const char *s, size_t n) {
+static int fuzz_sink_write(void *ctx, const char *s, size_t n)
+{
     fuzz_sink *k = ctx;
     if (n && !s) fuzz_die("JSON writer passed NULL text", NULL);
     if (n) {
@@ -72,20 +78,23 @@ static int fuzz_sink_write(void *ctx, const char *s, size_t n) {
     return k->bytes > ((uint64_t)256 << 10) ? -1 : 0;
 }
 
-static void fuzz_touch_str(const char *s) {
+static void fuzz_touch_str(const char *s)
+{
     if (!s) return;
     volatile size_t n = strlen(s);
     (void)n;
 }
 
-static void fuzz_note(void *ctx, const char *line) {
+static void fuzz_note(void *ctx, const char *line)
+{
     (void)ctx;
     if (!line) fuzz_die("ckpt_verify noted NULL", NULL);
     fuzz_touch_str(line);
 }
 
 /* Everything a caller may do with an open file. */
-static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int json_indent) {
+static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int json_indent)
+{
     ckpt_error err;
     ckpt_info info;
     ckpt_get_info(f, &info);
@@ -116,13 +125,15 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
         fuzz_touch_str(ckpt_dtype_name(t->dtype));
         if (t->ndim > 64) fuzz_die("tensor rank above 64", t->name);
         if (t->storage >= ns) fuzz_die("tensor storage index out of range", t->name);
-        if (t->nbytes != t->numel * ckpt_dtype_size(t->dtype)) fuzz_die("nbytes != numel * elsize", t->name);
+        if (t->nbytes != t->numel * ckpt_dtype_size(t->dtype))
+            fuzz_die("nbytes != numel * elsize", t->name);
         for (uint32_t d = 0; d < t->ndim; d++) {
             /* unsigned: a 0-element tensor may have any shape and stride */
             volatile uint64_t x = (uint64_t)t->shape[d] + (uint64_t)t->stride[d];
             (void)x;
         }
-        if (ckpt_find(f, t->name) != t) fuzz_die("ckpt_find does not find a listed tensor", t->name);
+        if (ckpt_find(f, t->name) != t)
+            fuzz_die("ckpt_find does not find a listed tensor", t->name);
         if (t->nbytes > FUZZ_MAX_READ) continue;
         size_t nb = (size_t)t->nbytes;
         uint8_t *buf = malloc(nb ? nb : 1);
@@ -138,7 +149,8 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
                 if (part) {
                     memset(&err, 0, sizeof err);
                     if (ckpt_tensor_read_range(f, t, 1, part, nb - 2, &err) == 0) {
-                        if (memcmp(part, buf + 1, nb - 2) != 0) fuzz_die("read_range disagrees with read", t->name);
+                        if (memcmp(part, buf + 1, nb - 2) != 0)
+                            fuzz_die("read_range disagrees with read", t->name);
                     } else {
                         fuzz_check_error(&err);
                     }
@@ -149,9 +161,11 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
             memset(&err, 0, sizeof err);
             const uint8_t *p = ckpt_tensor_data(f, t, &err);
             if (p) {
-                if (data && (p < data || (size_t)(p - data) > size || nb > size - (size_t)(p - data)))
+                if (data &&
+                    (p < data || (size_t)(p - data) > size || nb > size - (size_t)(p - data)))
                     fuzz_die("ckpt_tensor_data points outside the file", t->name);
-                if (nb && memcmp(p, buf, nb) != 0) fuzz_die("ckpt_tensor_data disagrees with read", t->name);
+                if (nb && memcmp(p, buf, nb) != 0)
+                    fuzz_die("ckpt_tensor_data disagrees with read", t->name);
             } else {
                 fuzz_check_error(&err);
             }
@@ -160,13 +174,15 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
     }
     fuzz_sink sink = {0};
     memset(&err, 0, sizeof err);
-    if (ckpt_value_to_json(f, NULL, json_indent, fuzz_sink_write, &sink, &err) != 0) fuzz_check_error(&err);
+    if (ckpt_value_to_json(f, NULL, json_indent, fuzz_sink_write, &sink, &err) != 0)
+        fuzz_check_error(&err);
     memset(&err, 0, sizeof err);
     if (ckpt_verify(f, fuzz_note, NULL, &err) != 0) fuzz_check_error(&err);
 }
 
 /* Open from memory and exercise; returns the number of tensors or -1. */
-static inline long fuzz_open_and_exercise(const uint8_t *data, size_t size, const ckpt_options *opt) {
+static inline long fuzz_open_and_exercise(const uint8_t *data, size_t size, const ckpt_options *opt)
+{
     ckpt_error err;
     ckpt_options fopt;
     if (!opt) {
@@ -178,8 +194,10 @@ static inline long fuzz_open_and_exercise(const uint8_t *data, size_t size, cons
     static int verbose = -1;
     if (verbose < 0) verbose = getenv("FUZZ_VERBOSE") != NULL;
     if (verbose) {
-        if (f) fprintf(stderr, "  ok: %zu tensors\n", ckpt_tensor_count(f));
-        else fprintf(stderr, "  error: %s (byte %lld)\n", err.message, (long long)err.offset);
+        if (f)
+            fprintf(stderr, "  ok: %zu tensors\n", ckpt_tensor_count(f));
+        else
+            fprintf(stderr, "  error: %s (byte %lld)\n", err.message, (long long)err.offset);
     }
     if (!f) {
         fuzz_check_error(&err);
@@ -194,7 +212,8 @@ static inline long fuzz_open_and_exercise(const uint8_t *data, size_t size, cons
 
 /* Open an assembled file from an exact-size heap copy, so that ASan sees
  * any read past its end. */
-static inline void fuzz_open_copy(const uint8_t *data, size_t size) {
+static inline void fuzz_open_copy(const uint8_t *data, size_t size)
+{
     uint8_t *file = malloc(size ? size : 1);
     if (!file) return;
     if (size) memcpy(file, data, size);
@@ -211,7 +230,8 @@ typedef struct buf {
     size_t n, cap;
 } buf;
 
-static inline int put(buf *b, const void *s, size_t n) {
+static inline int put(buf *b, const void *s, size_t n)
+{
     if (b->cap - b->n < n) {
         size_t c = b->cap ? b->cap : 4096;
         while (c - b->n < n) c *= 2;

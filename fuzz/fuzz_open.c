@@ -15,16 +15,19 @@ typedef struct mem_reader {
     size_t size;
 } mem_reader;
 
-static int mem_read(void *opaque, uint64_t off, void *buf, size_t n) {
+static int mem_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
     mem_reader *r = opaque;
-    if (off > r->size || n > r->size - off) fuzz_die("reader asked for bytes outside the file", NULL);
+    if (off > r->size || n > r->size - off)
+        fuzz_die("reader asked for bytes outside the file", NULL);
     if (n) memcpy(buf, r->data + off, n);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     long n_mem = fuzz_open_and_exercise(data, size, NULL);
 
     /* Through a reader: no map, windows and growing pickle buffers. */

@@ -16,12 +16,15 @@
 #include "pickle/pickle.h"
 #include "fuzz_common.h"
 
-static void find_class(void *ud, ckpt_value *g) {
+static void find_class(void *ud, ckpt_value *g)
+{
     (void)ud;
     if (strncmp(g->u.g->module, "torch", 5) == 0) g->gid = CK_TAG_HOOK;
 }
 
-static int reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj, ckpt_value **out) {
+static int reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj,
+                  ckpt_value **out)
+{
     (void)ud;
     (void)callable;
     if (!newobj && args->u.seq.n == 1) {
@@ -29,11 +32,13 @@ static int reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *arg
         *out = args->u.seq.v[0];
         return 0;
     }
-    if (args->u.seq.n == 3) return ck_machine_fail(m, CKPT_E_PICKLE, "hook refuses three arguments");
+    if (args->u.seq.n == 3)
+        return ck_machine_fail(m, CKPT_E_PICKLE, "hook refuses three arguments");
     return 1;
 }
 
-static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     (void)ud;
     (void)pos;
     (void)err;
@@ -41,7 +46,8 @@ static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_
 }
 
 /* Touch values through the public accessors, at most `budget` of them. */
-static void touch(const ckpt_value *v, unsigned depth, unsigned *budget) {
+static void touch(const ckpt_value *v, unsigned depth, unsigned *budget)
+{
     if (*budget == 0) return;
     (*budget)--; /* every call counts, even one that goes no deeper */
     if (!v || depth > 64) return;
@@ -63,7 +69,9 @@ static void touch(const ckpt_value *v, unsigned depth, unsigned *budget) {
     }
 }
 
-static int run(const uint8_t *data, size_t size, bool more, ckpt_value **v, size_t *used, ckpt_error *err) {
+static int run(const uint8_t *data, size_t size, bool more, ckpt_value **v, size_t *used,
+               ckpt_error *err)
+{
     ckpt_options opt;
     fuzz_options(&opt);
     ck_arena arena = {0};
@@ -95,7 +103,8 @@ static int run(const uint8_t *data, size_t size, bool more, ckpt_value **v, size
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     ckpt_error err;
     ckpt_value *v = NULL;
     size_t used = 0;

@@ -19,7 +19,8 @@
 #define SEP "\n#TAR#\n"
 #define SEPLEN 7
 
-static void set_checksum(uint8_t *h) {
+static void set_checksum(uint8_t *h)
+{
     memset(h + 148, ' ', 8);
     unsigned sum = 0;
     for (int i = 0; i < 512; i++) sum += h[i];
@@ -27,7 +28,8 @@ static void set_checksum(uint8_t *h) {
     h[155] = ' ';
 }
 
-static void octal_field(uint8_t *p, size_t n, uint64_t v) {
+static void octal_field(uint8_t *p, size_t n, uint64_t v)
+{
     memset(p, '0', n - 1);
     p[n - 1] = 0;
     for (size_t i = n - 1; i-- > 0 && v;) {
@@ -36,7 +38,8 @@ static void octal_field(uint8_t *p, size_t n, uint64_t v) {
     }
 }
 
-static void header(uint8_t *h, const char *name, uint64_t size, char type, int b256) {
+static void header(uint8_t *h, const char *name, uint64_t size, char type, int b256)
+{
     memset(h, 0, 512);
     snprintf((char *)h, 100, "%s", name);
     octal_field(h + 100, 8, 0644);
@@ -56,7 +59,8 @@ static void header(uint8_t *h, const char *name, uint64_t size, char type, int b
     set_checksum(h);
 }
 
-static int member(buf *b, const char *name, const uint8_t *s, size_t n, uint8_t mode) {
+static int member(buf *b, const char *name, const uint8_t *s, size_t n, uint8_t mode)
+{
     uint8_t h[512];
     static const uint8_t zero[512];
     if (mode & 2) {
@@ -66,7 +70,8 @@ static int member(buf *b, const char *name, const uint8_t *s, size_t n, uint8_t 
         len = (int)strlen(name) + 7 + snprintf(NULL, 0, "%d", len);
         int k = snprintf(rec, sizeof rec, "%d path=%s\n", len, name);
         header(h, "PaxHeader", (uint64_t)k, 'x', 0);
-        if (put(b, h, 512) || put(b, rec, (size_t)k) || put(b, zero, (512 - (size_t)k % 512) % 512)) return -1;
+        if (put(b, h, 512) || put(b, rec, (size_t)k) || put(b, zero, (512 - (size_t)k % 512) % 512))
+            return -1;
         name = "ignored-by-pax";
     }
     header(h, name, n, '0', (mode & 4) != 0);
@@ -75,7 +80,8 @@ static int member(buf *b, const char *name, const uint8_t *s, size_t n, uint8_t 
 }
 
 /* Walk the headers as tar.c does and fix each checksum. */
-static void fix_checksums(uint8_t *p, size_t n) {
+static void fix_checksums(uint8_t *p, size_t n)
+{
     size_t off = 0;
     for (int guard = 0; guard < 4096 && off + 512 <= n; guard++) {
         uint8_t *h = p + off;
@@ -88,7 +94,8 @@ static void fix_checksums(uint8_t *p, size_t n) {
         if (h[124] & 0x80) {
             for (int i = 1; i < 12; i++) size = (size << 8) | h[124 + i];
         } else {
-            for (int i = 0; i < 12 && h[124 + i] >= '0' && h[124 + i] <= '7'; i++) size = size * 8 + (uint64_t)(h[124 + i] - '0');
+            for (int i = 0; i < 12 && h[124 + i] >= '0' && h[124 + i] <= '7'; i++)
+                size = size * 8 + (uint64_t)(h[124 + i] - '0');
         }
         uint64_t padded = (size + 511) & ~(uint64_t)511;
         if (padded > n - off - 512) return;
@@ -98,7 +105,8 @@ static void fix_checksums(uint8_t *p, size_t n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     if (size < 1 || size > (1u << 20)) return 0;
     uint8_t mode = data[0];
     const uint8_t *rest = data + 1;

@@ -26,13 +26,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static double max_seconds = 10.0;
 static unsigned long nrun, nslow;
 
-static double now(void) {
+static double now(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int run_file(const char *path) {
+static int run_file(const char *path)
+{
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         fprintf(stderr, "replay: %s: %s\n", path, strerror(errno));
@@ -84,9 +86,13 @@ static int run_file(const char *path) {
     return 0;
 }
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
-static int run_path(const char *path) {
+static int run_path(const char *path)
+{
     struct stat st;
     if (stat(path, &st) != 0) {
         fprintf(stderr, "replay: %s: %s\n", path, strerror(errno));
@@ -132,7 +138,8 @@ static int run_path(const char *path) {
     return rc;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     int i = 1, rc = 0;
     if (i + 1 < argc && strcmp(argv[i], "-t") == 0) {
         max_seconds = atof(argv[i + 1]);

@@ -84,8 +84,8 @@ typedef enum ckpt_code {
 
 typedef struct ckpt_error {
     ckpt_code code;
-    int64_t offset;     /* byte offset in the file where it went wrong, or -1 */
-    char message[256];  /* one line, no trailing newline */
+    int64_t offset;    /* byte offset in the file where it went wrong, or -1 */
+    char message[256]; /* one line, no trailing newline */
 } ckpt_error;
 
 /* A static name for a code, e.g. "format error". Never NULL. */
@@ -98,25 +98,26 @@ CKPT_API const char *ckpt_code_name(ckpt_code code);
 /* A global (class or function) a pickle references, as the machine resolved
  * it through GLOBAL, STACK_GLOBAL and the memo.  See ckpt_global_at(). */
 typedef struct ckpt_global_ref {
-    const char *module;   /* as resolved by the machine (Python 2 names mapped) */
+    const char *module; /* as resolved by the machine (Python 2 names mapped) */
     const char *name;
-    const char *pickle;   /* which pickle: "data.pkl", "legacy:object", ... */
-    int64_t offset;       /* byte offset in the file of the opcode */
-    int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
+    const char *pickle; /* which pickle: "data.pkl", "legacy:object", ... */
+    int64_t offset;     /* byte offset in the file of the opcode */
+    int called;         /* REDUCE/NEWOBJ/INST/OBJ applied it */
 } ckpt_global_ref;
 
 /* Limits protect against hostile files.  Each is checked BEFORE an allocation
  * or a loop of that size.  Defaults (set by ckpt_options_init):            */
-#define CKPT_DEFAULT_MAX_PICKLE_BYTES  (100ull << 20) /* 100 MiB per pickle   */
-#define CKPT_DEFAULT_MAX_TENSOR_BYTES  (10ull << 30)  /* 10 GiB per tensor    */
-#define CKPT_DEFAULT_MAX_OPS           (200ull << 20) /* opcodes per pickle  */
-#define CKPT_DEFAULT_MAX_STACK         (1u << 22)     /* stack + mark entries */
-#define CKPT_DEFAULT_MAX_DEPTH         1000u          /* nesting of values    */
-#define CKPT_DEFAULT_MAX_MEMO          (1u << 22)     /* memo entries         */
-#define CKPT_DEFAULT_MAX_EXPANSION     (1ull << 22)   /* nodes a walk may visit (+ pickle bytes / 2) */
-#define CKPT_DEFAULT_MAX_ENTRIES       (1u << 22)     /* ZIP/TAR records, storages */
-#define CKPT_DEFAULT_MAX_RANK          64u            /* tensor dimensions    */
-#define CKPT_DEFAULT_MAX_MEMORY        (240ull << 20) /* metadata memory (+24 per pickle byte past 16 MiB) */
+#define CKPT_DEFAULT_MAX_PICKLE_BYTES (100ull << 20) /* 100 MiB per pickle   */
+#define CKPT_DEFAULT_MAX_TENSOR_BYTES (10ull << 30)  /* 10 GiB per tensor    */
+#define CKPT_DEFAULT_MAX_OPS (200ull << 20)          /* opcodes per pickle  */
+#define CKPT_DEFAULT_MAX_STACK (1u << 22)            /* stack + mark entries */
+#define CKPT_DEFAULT_MAX_DEPTH 1000u                 /* nesting of values    */
+#define CKPT_DEFAULT_MAX_MEMO (1u << 22)             /* memo entries         */
+#define CKPT_DEFAULT_MAX_EXPANSION (1ull << 22) /* nodes a walk may visit (+ pickle bytes / 2) */
+#define CKPT_DEFAULT_MAX_ENTRIES (1u << 22)     /* ZIP/TAR records, storages */
+#define CKPT_DEFAULT_MAX_RANK 64u               /* tensor dimensions    */
+#define CKPT_DEFAULT_MAX_MEMORY                                                                    \
+    (240ull << 20) /* metadata memory (+24 per pickle byte past 16 MiB) */
 
 typedef struct ckpt_options {
     size_t struct_size;        /* sizeof(ckpt_options) as compiled by the
@@ -194,15 +195,14 @@ typedef struct ckpt_reader {
  * fills `err` on failure.  Only the container's index and its pickles are
  * parsed here; tensors are read by ckpt_tensor_read() (read-ahead of small
  * records may happen to cover some storage bytes). */
-CKPT_API ckpt_file *ckpt_open(const char *path, const ckpt_options *opt,
-                              ckpt_error *err);
+CKPT_API ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err);
 /* Open from memory; `data` must stay valid and unchanged until ckpt_close(). */
-CKPT_API ckpt_file *ckpt_open_memory(const void *data, size_t size,
-                                     const ckpt_options *opt, ckpt_error *err);
+CKPT_API ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt,
+                                     ckpt_error *err);
 /* Open through a reader; on success the file owns the reader (its close() is
  * called by ckpt_close()), on failure it is closed before returning. */
-CKPT_API ckpt_file *ckpt_open_reader(const ckpt_reader *reader,
-                                     const ckpt_options *opt, ckpt_error *err);
+CKPT_API ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt,
+                                     ckpt_error *err);
 /* Release everything.  NULL is allowed. */
 CKPT_API void ckpt_close(ckpt_file *f);
 
@@ -221,21 +221,20 @@ typedef enum ckpt_format {
 typedef enum ckpt_byteorder { CKPT_LITTLE = 0, CKPT_BIG = 1 } ckpt_byteorder;
 
 typedef struct ckpt_info {
-    size_t struct_size;       /* bytes of this struct ckpt_get_info() filled */
+    size_t struct_size; /* bytes of this struct ckpt_get_info() filled */
     ckpt_format format;
     ckpt_byteorder byteorder; /* of the stored tensor data */
     const char *version;      /* ZIP "version" record or legacy protocol, "" if none */
     const char *root;         /* ZIP root folder ("archive", ...), "" otherwise */
     size_t tensor_count;
     size_t storage_count;
-    uint64_t total_bytes;     /* sum of every tensor's nbytes (UINT64_MAX if it overflows) */
+    uint64_t total_bytes; /* sum of every tensor's nbytes (UINT64_MAX if it overflows) */
     uint64_t file_size;
 } ckpt_info;
 
 /* Fill the first `struct_size` bytes of `info` (at most the library's own
  * sizeof(ckpt_info)); bytes past them are not written.  Use the macro. */
-CKPT_API void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *info,
-                                  size_t struct_size);
+CKPT_API void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *info, size_t struct_size);
 #define ckpt_get_info(f, info) ckpt_get_info_sized((f), (info), sizeof *(info))
 /* "zip", "legacy", "tar", "pickle", "torchscript". */
 CKPT_API const char *ckpt_format_name(ckpt_format format);
@@ -245,12 +244,27 @@ CKPT_API const char *ckpt_format_name(ckpt_format format);
 /* ------------------------------------------------------------------------ */
 
 typedef enum ckpt_dtype {
-    CKPT_FLOAT64 = 0, CKPT_FLOAT32, CKPT_FLOAT16, CKPT_BFLOAT16,
-    CKPT_INT64, CKPT_INT32, CKPT_INT16, CKPT_INT8, CKPT_UINT8, CKPT_BOOL,
-    CKPT_COMPLEX64, CKPT_COMPLEX128, CKPT_COMPLEX32,
-    CKPT_FLOAT8_E4M3FN, CKPT_FLOAT8_E5M2, CKPT_FLOAT8_E4M3FNUZ,
-    CKPT_FLOAT8_E5M2FNUZ, CKPT_FLOAT8_E8M0FNU,
-    CKPT_UINT16, CKPT_UINT32, CKPT_UINT64
+    CKPT_FLOAT64 = 0,
+    CKPT_FLOAT32,
+    CKPT_FLOAT16,
+    CKPT_BFLOAT16,
+    CKPT_INT64,
+    CKPT_INT32,
+    CKPT_INT16,
+    CKPT_INT8,
+    CKPT_UINT8,
+    CKPT_BOOL,
+    CKPT_COMPLEX64,
+    CKPT_COMPLEX128,
+    CKPT_COMPLEX32,
+    CKPT_FLOAT8_E4M3FN,
+    CKPT_FLOAT8_E5M2,
+    CKPT_FLOAT8_E4M3FNUZ,
+    CKPT_FLOAT8_E5M2FNUZ,
+    CKPT_FLOAT8_E8M0FNU,
+    CKPT_UINT16,
+    CKPT_UINT32,
+    CKPT_UINT64
     /* more will follow (quantized types): see "ABI" at the top */
 } ckpt_dtype;
 
@@ -261,29 +275,29 @@ CKPT_API size_t ckpt_dtype_size(ckpt_dtype dtype);
 
 /* One storage: a run of bytes that one or more tensors view. */
 typedef struct ckpt_storage {
-    const char *key;       /* the storage key in the file ("0", "1", ...) */
-    ckpt_dtype dtype;      /* element type the storage was saved with */
-    uint64_t nbytes;       /* bytes the storage holds */
-    int64_t file_offset;   /* where its bytes start in the file, or -1 when
+    const char *key;     /* the storage key in the file ("0", "1", ...) */
+    ckpt_dtype dtype;    /* element type the storage was saved with */
+    uint64_t nbytes;     /* bytes the storage holds */
+    int64_t file_offset; /* where its bytes start in the file, or -1 when
                               they are not stored as-is (deflated ZIP record) */
 } ckpt_storage;
 
 /* One tensor.  Read-only; owned by the ckpt_file. */
 typedef struct ckpt_tensor {
-    const char *name;        /* "layer.0.weight"; "" for a tensor at the root */
+    const char *name; /* "layer.0.weight"; "" for a tensor at the root */
     ckpt_dtype dtype;
     uint32_t ndim;
-    const int64_t *shape;    /* ndim entries (NULL when ndim is 0) */
-    const int64_t *stride;   /* ndim entries, in elements */
-    int64_t storage_offset;  /* in elements */
-    size_t storage;          /* index for ckpt_storage_at(); equal for tensors
+    const int64_t *shape;   /* ndim entries (NULL when ndim is 0) */
+    const int64_t *stride;  /* ndim entries, in elements */
+    int64_t storage_offset; /* in elements */
+    size_t storage;         /* index for ckpt_storage_at(); equal for tensors
                                 that share one storage */
     uint64_t numel;
-    uint64_t nbytes;         /* numel * ckpt_dtype_size(dtype) */
+    uint64_t nbytes; /* numel * ckpt_dtype_size(dtype) */
     int requires_grad;
-    int64_t file_offset;     /* byte offset in the file of element
+    int64_t file_offset; /* byte offset in the file of element
                                 [storage_offset], or -1 (deflated storage) */
-    int contiguous;          /* row-major contiguous: bytes are one run */
+    int contiguous;      /* row-major contiguous: bytes are one run */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);
@@ -299,17 +313,16 @@ CKPT_API const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i);
  * into buf (bufsize >= t->nbytes).  Views, strides (incl. 0), storage offsets
  * and shared storages are resolved here; only the bytes the view needs are
  * read.  Returns 0, or -1 with err filled. */
-CKPT_API int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t,
-                              void *buf, size_t bufsize, ckpt_error *err);
+CKPT_API int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize,
+                              ckpt_error *err);
 
 /* Read `n` bytes of a tensor's contiguous native-order image starting at byte
  * `start` (0 <= start, start + n <= t->nbytes): for streaming a large tensor
  * through a small buffer.  max_tensor_bytes applies to the whole tensor; with
  * n == 0 (buf may be NULL) it is checked and nothing is read.  Returns 0, or
  * -1 with err filled. */
-CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
-                                    uint64_t start, void *buf, size_t n,
-                                    ckpt_error *err);
+CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start,
+                                    void *buf, size_t n, ckpt_error *err);
 
 /* Zero copy: when the file was opened with use_mmap (or from memory), and the
  * tensor is contiguous, stored uncompressed and in native byte order, return a
@@ -318,8 +331,7 @@ CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t,
  * every storage to 64 bytes; legacy and TAR files do not, so the pointer may
  * be misaligned for the dtype (copy, or use memcpy to load elements).  Otherwise NULL, with err->code
  * CKPT_E_NOTMAPPABLE and the reason: use ckpt_tensor_read(). */
-CKPT_API const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t,
-                                      ckpt_error *err);
+CKPT_API const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Values: the whole pickled object as an inert tree                          */
@@ -330,19 +342,19 @@ typedef struct ckpt_value ckpt_value;
 typedef enum ckpt_kind {
     CKPT_V_NONE = 0,
     CKPT_V_BOOL,
-    CKPT_V_INT,     /* fits int64 */
-    CKPT_V_BIGINT,  /* arbitrary precision; see ckpt_value_text() */
+    CKPT_V_INT,    /* fits int64 */
+    CKPT_V_BIGINT, /* arbitrary precision; see ckpt_value_text() */
     CKPT_V_FLOAT,
-    CKPT_V_STR,     /* UTF-8 */
+    CKPT_V_STR, /* UTF-8 */
     CKPT_V_BYTES,
     CKPT_V_LIST,
     CKPT_V_TUPLE,
-    CKPT_V_DICT,    /* any keys, in insertion order (also OrderedDict, defaultdict) */
-    CKPT_V_SET,     /* set or frozenset */
+    CKPT_V_DICT, /* any keys, in insertion order (also OrderedDict, defaultdict) */
+    CKPT_V_SET,  /* set or frozenset */
     CKPT_V_TENSOR,
-    CKPT_V_OBJECT,  /* an instance of a class ckpt does not know: inert */
-    CKPT_V_GLOBAL,  /* a reference to a class or function: inert */
-    CKPT_V_STORAGE  /* a storage referenced directly */
+    CKPT_V_OBJECT, /* an instance of a class ckpt does not know: inert */
+    CKPT_V_GLOBAL, /* a reference to a class or function: inert */
+    CKPT_V_STORAGE /* a storage referenced directly */
 } ckpt_kind;
 
 /* The root of the pickled object (of the selected key with options.key). */
@@ -350,9 +362,9 @@ CKPT_API const ckpt_value *ckpt_root(const ckpt_file *f);
 
 CKPT_API ckpt_kind ckpt_value_kind(const ckpt_value *v);
 CKPT_API const char *ckpt_kind_name(ckpt_kind kind);
-CKPT_API int ckpt_value_bool(const ckpt_value *v);       /* BOOL */
-CKPT_API int64_t ckpt_value_int(const ckpt_value *v);    /* INT, BOOL */
-CKPT_API double ckpt_value_float(const ckpt_value *v);   /* FLOAT, INT */
+CKPT_API int ckpt_value_bool(const ckpt_value *v);     /* BOOL */
+CKPT_API int64_t ckpt_value_int(const ckpt_value *v);  /* INT, BOOL */
+CKPT_API double ckpt_value_float(const ckpt_value *v); /* FLOAT, INT */
 /* STR, BYTES: the bytes (NUL-terminated for convenience) and their length.
  * BIGINT: the decimal digits.  INT/FLOAT: NULL. */
 CKPT_API const char *ckpt_value_text(const ckpt_value *v, size_t *len);
@@ -365,11 +377,9 @@ CKPT_API const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key);
 /* TENSOR: the listed tensor; for a tensor that naming did not reach (outside
  * the selected key, a non-persistent buffer) a descriptor whose name is NULL,
  * which ckpt_tensor_read() accepts too; NULL if its extent is unsound. */
-CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f,
-                                              const ckpt_value *v);
+CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v);
 /* STORAGE: the storage, or NULL. */
-CKPT_API const ckpt_storage *ckpt_value_storage(const ckpt_file *f,
-                                                const ckpt_value *v);
+CKPT_API const ckpt_storage *ckpt_value_storage(const ckpt_file *f, const ckpt_value *v);
 /* OBJECT and GLOBAL: "module.qualname" (e.g. "argparse.Namespace");
  * DICT: its class when it is a dict subclass ("collections.OrderedDict"),
  * else NULL. */
@@ -401,15 +411,13 @@ CKPT_API size_t ckpt_float_repr(double x, char *out);
  * Nesting deeper than 1000 is CKPT_E_LIMIT, and so is output beyond
  * 16 MiB + 16 x the file size (a bound against scalars shared through the
  * memo).  indent 0: one line; otherwise spaces per level.  Returns 0 or -1. */
-CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v,
-                                int indent,
-                                int (*write)(void *ctx, const char *s, size_t n),
-                                void *ctx, ckpt_error *err);
+CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v, int indent,
+                                int (*write)(void *ctx, const char *s, size_t n), void *ctx,
+                                ckpt_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Globals: every class/function the file's pickles reference (for scanners) */
 /* ------------------------------------------------------------------------ */
-
 
 CKPT_API size_t ckpt_global_count(const ckpt_file *f);
 CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);
@@ -427,15 +435,13 @@ CKPT_API const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i);
  * element counts).  `note` (may be NULL) receives one line per observation.
  * Returns 0 when intact, or -1 with err naming the first bad record, e.g.
  * "crc mismatch in archive/data/3". */
-CKPT_API int ckpt_verify(const ckpt_file *f,
-                         void (*note)(void *ctx, const char *line), void *ctx,
+CKPT_API int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx,
                          ckpt_error *err);
 /* ckpt_verify() that also reports how far it got: `progress` (may be NULL)
  * is called with the bytes checked so far and the total to check, between
  * records and once at the end (done == total); for containers checked
  * entirely at open it is not called.  Both callbacks receive `ctx`. */
-CKPT_API int ckpt_verify_progress(const ckpt_file *f,
-                                  void (*note)(void *ctx, const char *line),
+CKPT_API int ckpt_verify_progress(const ckpt_file *f, void (*note)(void *ctx, const char *line),
                                   void (*progress)(void *ctx, uint64_t done, uint64_t total),
                                   void *ctx, ckpt_error *err);
 
@@ -465,7 +471,7 @@ typedef struct ckpt_record {
  * either), CKPT_E_ARG when i is out of range.  Use the macro. */
 CKPT_API int ckpt_storage_record_sized(const ckpt_file *f, size_t i, ckpt_record *rec,
                                        size_t struct_size, ckpt_error *err);
-#define ckpt_storage_record(f, i, rec, err) \
+#define ckpt_storage_record(f, i, rec, err)                                                        \
     ckpt_storage_record_sized((f), (i), (rec), sizeof *(rec), (err))
 
 /* Oddities the pickle machine noticed (several PROTO opcodes, data after

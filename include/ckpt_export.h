@@ -53,20 +53,20 @@ CKPT_API const char *ckpt_npy_note(ckpt_dtype dtype);
 /* The whole .npy header (magic .. newline) for a tensor of `dtype` and
  * shape[0..ndim) into buf[0..cap).  Returns its length (a multiple of 64),
  * or 0 when it does not fit or the dtype has no .npy form. */
-CKPT_API size_t ckpt_npy_header(char *buf, size_t cap, ckpt_dtype dtype,
-                                const int64_t *shape, uint32_t ndim);
+CKPT_API size_t ckpt_npy_header(char *buf, size_t cap, ckpt_dtype dtype, const int64_t *shape,
+                                uint32_t ndim);
 
 /* Tensor t of f as a .npy file through `write`, in pieces of at most 4 MiB
  * (elements little-endian whatever the host).  0, or -1 with err filled:
  * CKPT_E_UNSUPPORTED for a dtype with no .npy form, CKPT_E_IO when `write`
  * failed, or what ckpt_tensor_read_range() said. */
-CKPT_API int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t,
-                                ckpt_write_fn write, void *ctx, ckpt_error *err);
+CKPT_API int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn write,
+                                void *ctx, ckpt_error *err);
 
 /* The same into the file out_path (created or truncated; removed again if
  * the export fails, so no partial file is left). */
-CKPT_API int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t,
-                             const char *out_path, ckpt_error *err);
+CKPT_API int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t, const char *out_path,
+                             ckpt_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* safetensors                                                                */
@@ -110,30 +110,32 @@ CKPT_API int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t,
 
 /* Where the error of a failed export comes from (error_origin below). */
 #define CKPT_EXPORT_FROM_EXPORT 0 /* the export's own words (about f) */
-#define CKPT_EXPORT_FROM_READER 1 /* passed on from ckpt_tensor_read_range()
+#define CKPT_EXPORT_FROM_READER                                                                    \
+    1 /* passed on from ckpt_tensor_read_range()
                                      or ckpt_verify() as they wrote it */
-#define CKPT_EXPORT_FROM_OUTPUT 2 /* writing the output failed; the message
+#define CKPT_EXPORT_FROM_OUTPUT                                                                    \
+    2 /* writing the output failed; the message
                                      is "<out_name>: <reason>" */
 
 typedef struct ckpt_export_options {
-    size_t struct_size;     /* sizeof(ckpt_export_options) as compiled by the
+    size_t struct_size;   /* sizeof(ckpt_export_options) as compiled by the
                                caller: set by ckpt_export_options_init() */
-    const char *filter;     /* only the tensors whose name matches this glob
+    const char *filter;   /* only the tensors whose name matches this glob
                                (fnmatch(3), no flags: '*' matches '.'), or
                                NULL for all.  Default NULL */
-    int skip_unsupported;   /* leave out tensors safetensors cannot hold
+    int skip_unsupported; /* leave out tensors safetensors cannot hold
                                (warning) instead of failing.  Default 0 */
-    int verify;             /* check ZIP CRC-32s (see above).  Default 1 */
-    int metadata;           /* scalar values in "__metadata__".  Default 1 */
-    int src_fd;             /* a descriptor open on the file f was opened from
+    int verify;           /* check ZIP CRC-32s (see above).  Default 1 */
+    int metadata;         /* scalar values in "__metadata__".  Default 1 */
+    int src_fd;           /* a descriptor open on the file f was opened from
                                (the same bytes), or -1: stored tensors are then
                                copied from it (copy_file_range, sendfile or
                                pread) and their records checked as they pass.
                                Default -1: every byte through the reader */
-    int write_behind;       /* _fd forms: hand the output to the disk every
+    int write_behind;     /* _fd forms: hand the output to the disk every
                                8 MiB (sync_file_range), so that a later fsync
                                has little left to wait for.  Default 0 */
-    const char *out_name;   /* the output in messages; default NULL:
+    const char *out_name; /* the output in messages; default NULL:
                                out_path, or "output"; "": messages about
                                the output give the reason alone */
     /* Called with (0, total) before the first tensor byte is written, then
@@ -144,8 +146,8 @@ typedef struct ckpt_export_options {
      * ("left out 2 tensors safetensors has no dtype for: ..."); the library
      * never prints.  May be NULL. */
     void (*warning)(void *ctx, const char *line);
-    void *ctx;              /* for progress and warning */
-    int *error_origin;      /* when not NULL: set to CKPT_EXPORT_FROM_* for
+    void *ctx;         /* for progress and warning */
+    int *error_origin; /* when not NULL: set to CKPT_EXPORT_FROM_* for
                                a failed export, so a caller that escapes the
                                reader's messages for display knows which */
 } ckpt_export_options;
@@ -177,9 +179,8 @@ typedef struct ckpt_safetensors_entry {
  * most 64 KiB, or the ckpt_verify() pass).  Warnings go to opt->warning
  * now.  The plan keeps f and the options (the callbacks' ctx too): they
  * must outlive it.  NULL with err filled on failure. */
-CKPT_API ckpt_safetensors_plan *ckpt_export_safetensors_plan(const ckpt_file *f,
-                                                             const ckpt_export_options *opt,
-                                                             ckpt_error *err);
+CKPT_API ckpt_safetensors_plan *
+ckpt_export_safetensors_plan(const ckpt_file *f, const ckpt_export_options *opt, ckpt_error *err);
 /* The whole header: 8 length bytes, the JSON and its padding (*len bytes;
  * the tensor data starts right after). */
 CKPT_API const void *ckpt_safetensors_header(const ckpt_safetensors_plan *p, size_t *len);
@@ -191,8 +192,8 @@ CKPT_API uint64_t ckpt_safetensors_size(const ckpt_safetensors_plan *p);
 /* Write the planned file (once per plan) through `write`, forward and in
  * order, or into fd as ckpt_export_safetensors_fd() does.  0, or -1 with
  * err filled. */
-CKPT_API int ckpt_safetensors_write_to(ckpt_safetensors_plan *p, ckpt_write_fn write,
-                                       void *wctx, ckpt_error *err);
+CKPT_API int ckpt_safetensors_write_to(ckpt_safetensors_plan *p, ckpt_write_fn write, void *wctx,
+                                       ckpt_error *err);
 CKPT_API int ckpt_safetensors_write_fd(ckpt_safetensors_plan *p, int fd, int seekable,
                                        ckpt_error *err);
 CKPT_API void ckpt_safetensors_free(ckpt_safetensors_plan *p);

@@ -41,16 +41,16 @@ CKPT_API const char *ckpt_verdict_name(ckpt_verdict v);
  * "serialization.os.system") is os.system).  *why (may be NULL) receives a
  * static one-line reason: the danger for DANGEROUS, the allowlist for SAFE,
  * "" for UNKNOWN.  Never NULL arguments but `why`. */
-CKPT_API ckpt_verdict ckpt_global_verdict(const char *module, const char *name,
-                                          const char **why);
+CKPT_API ckpt_verdict ckpt_global_verdict(const char *module, const char *name, const char **why);
 
 /* Scan flags. */
-#define CKPT_SCAN_STRICT 1u /* unknown globals make the file flagged, as
+#define CKPT_SCAN_STRICT                                                                           \
+    1u /* unknown globals make the file flagged, as
                                torch's weights_only loader would refuse them */
 
 /* One global reference met in a pickle of the file. */
 typedef struct ckpt_scan_item {
-    const char *module;   /* as resolved by the pickle machine */
+    const char *module; /* as resolved by the pickle machine */
     const char *name;
     const char *pickle;   /* "data.pkl", "pickle", a legacy stream's part... */
     int64_t offset;       /* of the GLOBAL/STACK_GLOBAL opcode in the file
@@ -70,16 +70,14 @@ typedef struct ckpt_scan_report ckpt_scan_report;
  * break, with ckpt_scan_error() saying what broke.  Returns NULL (and fills
  * err) only when no report can be made at all (out of memory).  `opt` may
  * be NULL for the defaults. */
-CKPT_API ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt,
-                                          unsigned flags, ckpt_error *err);
+CKPT_API ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt, unsigned flags,
+                                          ckpt_error *err);
 /* The same for bytes in memory (they must stay valid during the call). */
-CKPT_API ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size,
-                                            const ckpt_options *opt, unsigned flags,
-                                            ckpt_error *err);
+CKPT_API ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size, const ckpt_options *opt,
+                                            unsigned flags, ckpt_error *err);
 /* The same through a reader (closed before the call returns). */
-CKPT_API ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader,
-                                            const ckpt_options *opt, unsigned flags,
-                                            ckpt_error *err);
+CKPT_API ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader, const ckpt_options *opt,
+                                            unsigned flags, ckpt_error *err);
 CKPT_API void ckpt_scan_free(ckpt_scan_report *r);
 
 /* The globals, in the order the pickles named them. */

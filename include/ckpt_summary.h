@@ -46,7 +46,7 @@ typedef struct ckpt_summary_totals {
  * 1 and its numel; for a container the listed tensors under it, each once;
  * else 0. */
 typedef struct ckpt_summary_key {
-    const ckpt_value *key;   /* NULL for a root that is not a dict */
+    const ckpt_value *key; /* NULL for a root that is not a dict */
     const ckpt_value *value;
     uint64_t tensors;
     uint64_t elements;
@@ -58,18 +58,18 @@ typedef struct ckpt_summary_key {
  * index 0 is the first top-level module. */
 #define CKPT_SUMMARY_NONE ((size_t)-1)
 typedef struct ckpt_summary_module {
-    const char *name;     /* the last component; NOT NUL-terminated */
+    const char *name; /* the last component; NOT NUL-terminated */
     size_t name_len;
-    const char *path;     /* the dotted prefix, this module's full name;
+    const char *path; /* the dotted prefix, this module's full name;
                              NOT NUL-terminated (it points into a tensor
                              name): path[0..path_len) */
     size_t path_len;
-    size_t parent;        /* index, or CKPT_SUMMARY_NONE at the top */
-    size_t first_child;   /* index, or CKPT_SUMMARY_NONE */
-    size_t next_sibling;  /* index, or CKPT_SUMMARY_NONE */
-    uint32_t depth;       /* 0 at the top */
-    uint64_t tensors;     /* tensors whose names start with path + "." */
-    uint64_t elements;    /* their parameters */
+    size_t parent;       /* index, or CKPT_SUMMARY_NONE at the top */
+    size_t first_child;  /* index, or CKPT_SUMMARY_NONE */
+    size_t next_sibling; /* index, or CKPT_SUMMARY_NONE */
+    uint32_t depth;      /* 0 at the top */
+    uint64_t tensors;    /* tensors whose names start with path + "." */
+    uint64_t elements;   /* their parameters */
 } ckpt_summary_module;
 
 /* Summarise the tensors under `root`.  root NULL (or ckpt_root(f)): every
@@ -102,8 +102,8 @@ CKPT_API const ckpt_summary_module *ckpt_summary_module_at(const ckpt_summary *s
 /* Listed tensors and parameters under v (each tensor once; a tensor value
  * itself counts 1 even when naming did not reach it), as the key rows count
  * them.  0, or -1 with err filled. */
-CKPT_API int ckpt_count_tensors(const ckpt_file *f, const ckpt_value *v,
-                                uint64_t *tensors, uint64_t *elements, ckpt_error *err);
+CKPT_API int ckpt_count_tensors(const ckpt_file *f, const ckpt_value *v, uint64_t *tensors,
+                                uint64_t *elements, ckpt_error *err);
 
 #ifdef __cplusplus
 }

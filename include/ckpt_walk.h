@@ -89,8 +89,8 @@ CKPT_API void ckpt_walk_options_init_sized(ckpt_walk_options *opt, size_t struct
  * code is then CKPT_OK); or -1 with err filled: CKPT_E_LIMIT past max_depth
  * or max_visits, CKPT_E_NOMEM, CKPT_E_ARG. */
 CKPT_API int ckpt_value_walk(const ckpt_file *f, const ckpt_value *root,
-                             const ckpt_walk_callbacks *cb, void *ctx,
-                             const ckpt_walk_options *opt, ckpt_error *err);
+                             const ckpt_walk_callbacks *cb, void *ctx, const ckpt_walk_options *opt,
+                             ckpt_error *err);
 
 #ifdef __cplusplus
 }

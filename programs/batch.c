@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int cli_batch(char **files, int nfiles, int json,
-              int (*one)(const char *path, void *ctx), void *ctx)
+int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),
+              void *ctx)
 {
     int i, worst = CLI_OK, r;
     progress bar;
@@ -26,8 +26,7 @@ int cli_batch(char **files, int nfiles, int json,
     int show = nfiles > 1 && !isatty(STDOUT_FILENO);
     if (show) {
         for (i = 0; i < nfiles; i++)
-            if (stat(files[i], &st) == 0 && S_ISREG(st.st_mode))
-                total += (uint64_t)st.st_size;
+            if (stat(files[i], &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
         progress_start(&bar, total, "reading files");
     }
     for (i = 0; i < nfiles; i++) {
@@ -37,22 +36,16 @@ int cli_batch(char **files, int nfiles, int json,
             fputs(" <==\n", stdout);
         }
         /* keep stdout and stderr in order for people reading both */
-        if (nfiles > 1)
-            fflush(stdout);
-        if (show)
-            progress_hide(&bar); /* messages start on a clean line */
+        if (nfiles > 1) fflush(stdout);
+        if (show) progress_hide(&bar); /* messages start on a clean line */
         r = one(files[i], ctx);
         if (show && stat(files[i], &st) == 0 && S_ISREG(st.st_mode))
             progress_advance(&bar, (uint64_t)st.st_size);
-        if (r > worst)
-            worst = r;
-        if (nfiles > 1)
-            fflush(stdout);
-        if (cli_stdout_failed())
-            break; /* reported by cli_stdout_finish() */
+        if (r > worst) worst = r;
+        if (nfiles > 1) fflush(stdout);
+        if (cli_stdout_failed()) break; /* reported by cli_stdout_finish() */
     }
-    if (show)
-        progress_finish(&bar);
+    if (show) progress_finish(&bar);
     return worst;
 }
 
@@ -84,8 +77,7 @@ static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n)
     char tmp[32];
     if (k == CKPT_V_OBJECT) {
         v = ckpt_object_state(v);
-        if (!v)
-            return NULL;
+        if (!v) return NULL;
         k = ckpt_value_kind(v);
     }
     if (k == CKPT_V_DICT) {
@@ -94,27 +86,22 @@ static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n)
             const ckpt_value *key = ckpt_value_key(v, i);
             size_t kl = 0;
             const char *t;
-            if (!key)
-                continue;
+            if (!key) continue;
             if (ckpt_value_kind(key) == CKPT_V_STR) {
                 t = ckpt_value_text(key, &kl);
-                if (t && kl == n && memcmp(t, s, n) == 0)
-                    return ckpt_value_item(v, i);
+                if (t && kl == n && memcmp(t, s, n) == 0) return ckpt_value_item(v, i);
             } else if (ckpt_value_kind(key) == CKPT_V_INT) {
                 int w = snprintf(tmp, sizeof tmp, "%lld", (long long)ckpt_value_int(key));
-                if (w > 0 && (size_t)w == n && memcmp(tmp, s, n) == 0)
-                    return ckpt_value_item(v, i);
+                if (w > 0 && (size_t)w == n && memcmp(tmp, s, n) == 0) return ckpt_value_item(v, i);
             }
         }
         return NULL;
     }
     if (k == CKPT_V_LIST || k == CKPT_V_TUPLE) {
         size_t idx = 0;
-        if (n == 0 || n > 18 || (n > 1 && s[0] == '0'))
-            return NULL;
+        if (n == 0 || n > 18 || (n > 1 && s[0] == '0')) return NULL;
         for (i = 0; i < n; i++) {
-            if (s[i] < '0' || s[i] > '9')
-                return NULL;
+            if (s[i] < '0' || s[i] > '9') return NULL;
             idx = idx * 10 + (size_t)(s[i] - '0');
         }
         return idx < ckpt_value_len(v) ? ckpt_value_item(v, idx) : NULL;
@@ -127,19 +114,15 @@ static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n)
 static const ckpt_value *resolve(const ckpt_value *v, const char *s, size_t n, int depth)
 {
     size_t end = n;
-    if (!v || depth > 256)
-        return NULL;
+    if (!v || depth > 256) return NULL;
     for (;;) {
         const ckpt_value *c = child(v, s, end);
         if (c) {
             const ckpt_value *r = end == n ? c : resolve(c, s + end + 1, n - end - 1, depth + 1);
-            if (r)
-                return r;
+            if (r) return r;
         }
-        while (end > 0 && s[end - 1] != '.')
-            end--;
-        if (end == 0)
-            return NULL;
+        while (end > 0 && s[end - 1] != '.') end--;
+        if (end == 0) return NULL;
         end--; /* at the dot */
     }
 }
@@ -151,11 +134,9 @@ static int mark_tensor(void *ctx, const ckpt_walk_step *st)
 {
     cli_doc *d = ctx;
     const ckpt_tensor *t;
-    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR)
-        return 0;
+    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR) return 0;
     t = ckpt_value_tensor(d->f, st->value);
-    if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0)
-        return -1;
+    if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0) return -1;
     return 0;
 }
 
@@ -165,8 +146,7 @@ static int mark_tensors(cli_doc *d, ckpt_error *err)
     ckpt_walk_options opt;
     ckpt_walk_options_init(&opt);
     opt.skip_deep = 1;
-    if (ckpt_value_walk(d->f, d->root, &cb, d, &opt, err) == 0)
-        return 0;
+    if (ckpt_value_walk(d->f, d->root, &cb, d, &opt, err) == 0) return 0;
     if (err->code == CKPT_OK) { /* stopped by mark_tensor */
         err->code = CKPT_E_NOMEM;
         snprintf(err->message, sizeof err->message, "out of memory");
@@ -181,8 +161,8 @@ static void set_error(ckpt_error *err, ckpt_code code, const char *fmt, const ch
     snprintf(err->message, sizeof err->message, fmt, arg);
 }
 
-int cli_doc_open(cli_doc *d, const char *path, const char *key,
-                 const ckpt_options *base, ckpt_error *err)
+int cli_doc_open(cli_doc *d, const char *path, const char *key, const ckpt_options *base,
+                 ckpt_error *err)
 {
     ckpt_options opt = *base;
     memset(d, 0, sizeof *d);
@@ -191,8 +171,7 @@ int cli_doc_open(cli_doc *d, const char *path, const char *key,
     opt.key = key;
     d->f = cli_open_input(path, &opt, err);
     if (d->f || !key || err->code != CKPT_E_NOTFOUND || !strchr(key, '.')) {
-        if (d->f)
-            d->root = ckpt_root(d->f);
+        if (d->f) d->root = ckpt_root(d->f);
         return d->f ? 0 : -1;
     }
     /* not a top-level key: a path of keys from the root */
@@ -200,13 +179,13 @@ int cli_doc_open(cli_doc *d, const char *path, const char *key,
     memset(err, 0, sizeof *err);
     err->offset = -1;
     d->f = cli_open_input(path, &opt, err);
-    if (!d->f)
-        return -1;
+    if (!d->f) return -1;
     d->root = resolve(ckpt_root(d->f), key, strlen(key), 0);
     if (!d->root) {
         ckpt_close(d->f);
         d->f = NULL;
-        set_error(err, CKPT_E_NOTFOUND, "no key '%.200s', as a top-level key or a path of keys", key);
+        set_error(err, CKPT_E_NOTFOUND, "no key '%.200s', as a top-level key or a path of keys",
+                  key);
         return -1;
     }
     d->prefix = key;
@@ -225,12 +204,9 @@ int cli_doc_has(const cli_doc *d, const ckpt_tensor *t)
 
 const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t)
 {
-    if (!d->prefix || strncmp(t->name, d->prefix, d->prefix_len) != 0)
-        return t->name;
-    if (t->name[d->prefix_len] == '\0')
-        return "";
-    if (t->name[d->prefix_len] == '.')
-        return t->name + d->prefix_len + 1;
+    if (!d->prefix || strncmp(t->name, d->prefix, d->prefix_len) != 0) return t->name;
+    if (t->name[d->prefix_len] == '\0') return "";
+    if (t->name[d->prefix_len] == '.') return t->name + d->prefix_len + 1;
     return t->name;
 }
 

@@ -37,8 +37,7 @@ static void print_usage(void)
           "Commands:\n",
           stdout);
     for (i = 0; i < NCOMMANDS; i++)
-        if (strlen(commands[i].name) > w)
-            w = strlen(commands[i].name);
+        if (strlen(commands[i].name) > w) w = strlen(commands[i].name);
     for (i = 0; i < NCOMMANDS; i++)
         printf("  %-*s  %s\n", (int)w, commands[i].name, commands[i].summary);
     fputs("\n"
@@ -75,10 +74,8 @@ int main(int argc, char **argv)
     size_t i;
 
     cli_stdout_init();
-    if (cli_env_init() != 0)
-        return cli_stdout_finish(CLI_USAGE);
-    if (argc < 2)
-        return cli_stdout_finish(cli_usage_error("missing command"));
+    if (cli_env_init() != 0) return cli_stdout_finish(CLI_USAGE);
+    if (argc < 2) return cli_stdout_finish(cli_usage_error("missing command"));
     arg = argv[1];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
         print_usage();
@@ -88,8 +85,7 @@ int main(int argc, char **argv)
         printf("ckpt %s\n", CKPT_VERSION_STRING);
         return cli_stdout_finish(CLI_OK);
     }
-    if (arg[0] == '-')
-        return cli_stdout_finish(cli_usage_error("unknown option '%s'", arg));
+    if (arg[0] == '-') return cli_stdout_finish(cli_usage_error("unknown option '%s'", arg));
     for (i = 0; i < NCOMMANDS; i++)
         if (strcmp(arg, commands[i].name) == 0)
             return cli_stdout_finish(commands[i].run(argc - 1, argv + 1));

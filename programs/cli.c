@@ -54,11 +54,9 @@ int cli_file_error(const char *path, const ckpt_error *err)
     sbuf p, m;
     memset(&p, 0, sizeof p);
     memset(&m, 0, sizeof m);
-    if (text[0] == '\0')
-        text = ckpt_code_name(err->code);
+    if (text[0] == '\0') text = ckpt_code_name(err->code);
     n = strnlen(text, sizeof err->message);
-    if (strcmp(path, "-") == 0)
-        path = "standard input";
+    if (strcmp(path, "-") == 0) path = "standard input";
     /* one line, whatever the file or the library said: both escaped */
     cli_escape(&p, path, strlen(path), (size_t)-1, 0);
     if (hint) { /* "(max_tensor_bytes)" -> "(raise it with --max-tensor-size ...)" */
@@ -84,32 +82,27 @@ int cli_file_error(const char *path, const ckpt_error *err)
 /* Option parsing                                                             */
 /* ------------------------------------------------------------------------ */
 
-static const cli_option *find_long(const cli_option *o, size_t n,
-                                   const char *name, size_t len)
+static const cli_option *find_long(const cli_option *o, size_t n, const char *name, size_t len)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (strlen(o[i].name) == len && strncmp(o[i].name, name, len) == 0)
-            return &o[i];
+        if (strlen(o[i].name) == len && strncmp(o[i].name, name, len) == 0) return &o[i];
     return NULL;
 }
 
-static int limit_flag(const char *cmd, const char *a, size_t len,
-                      const char *value);
+static int limit_flag(const char *cmd, const char *a, size_t len, const char *value);
 static void limits_usage(void);
 
 static const cli_option *find_short(const cli_option *o, size_t n, char c)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (o[i].short_name != 0 && o[i].short_name == c)
-            return &o[i];
+        if (o[i].short_name != 0 && o[i].short_name == c) return &o[i];
     return NULL;
 }
 
-int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
-              const char *usage, char **operands, int max_operands,
-              int *noperands)
+int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions, const char *usage,
+              char **operands, int max_operands, int *noperands)
 {
     int i, only_operands = 0;
     *noperands = 0;
@@ -137,29 +130,25 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
             if (!o) {
                 /* a limit flag, accepted by every command */
                 int r = limit_flag(argv[0], a, len,
-                                   eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL);
-                if (r == CLI_USAGE)
-                    return r;
+                                   eq             ? eq + 1
+                                   : i + 1 < argc ? argv[i + 1]
+                                                  : NULL);
+                if (r == CLI_USAGE) return r;
                 if (r == CLI_OK) {
-                    if (!eq)
-                        i++;
+                    if (!eq) i++;
                     continue;
                 }
-                return cli_usage_error("%s: unknown option '%.*s'", argv[0],
-                                       (int)len, a);
+                return cli_usage_error("%s: unknown option '%.*s'", argv[0], (int)len, a);
             }
             if (!o->takes_value) {
-                if (eq)
-                    return cli_usage_error("%s: option '%s' takes no value",
-                                           argv[0], o->name);
+                if (eq) return cli_usage_error("%s: option '%s' takes no value", argv[0], o->name);
                 *o->flag = 1;
             } else if (eq) {
                 *o->value = eq + 1;
             } else if (i + 1 < argc) {
                 *o->value = argv[++i];
             } else {
-                return cli_usage_error("%s: option '%s' needs a value", argv[0],
-                                       o->name);
+                return cli_usage_error("%s: option '%s' needs a value", argv[0], o->name);
             }
         } else {
             const cli_option *o = find_short(options, noptions, a[1]);
@@ -172,8 +161,7 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
             else if (i + 1 < argc)
                 *o->value = argv[++i];
             else
-                return cli_usage_error("%s: option '-%c' needs a value", argv[0],
-                                       o->short_name);
+                return cli_usage_error("%s: option '-%c' needs a value", argv[0], o->short_name);
         }
     }
     return CLI_CONTINUE;
@@ -187,10 +175,10 @@ int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
  * environment variable.  A flag beats the environment, which beats the
  * library's default. */
 typedef struct cli_limit {
-    const char *flag;  /* "--max-tensor-size" */
-    const char *env;   /* "CKPT_MAX_TENSOR_SIZE" */
-    const char *field; /* the ckpt_options field the library's errors name */
-    int size;          /* a size in bytes: takes suffixes (K, M, G, ...) */
+    const char *flag;     /* "--max-tensor-size" */
+    const char *env;      /* "CKPT_MAX_TENSOR_SIZE" */
+    const char *field;    /* the ckpt_options field the library's errors name */
+    int size;             /* a size in bytes: takes suffixes (K, M, G, ...) */
     size_t offset, width; /* of the field in ckpt_options */
     uint64_t min, max;
     const char *help;
@@ -205,24 +193,21 @@ static const cli_limit limits[] = {
      LIMIT_FIELD(max_tensor_bytes), 1, UINT64_MAX,
      "bytes of one tensor that cat, extract or convert reads\n"
      "(ls, show, info and scan list any size)"},
-    {"--max-ops", "CKPT_MAX_OPS", "max_ops", 0, LIMIT_FIELD(max_ops), 1,
-     UINT64_MAX, "opcodes run in one pickle"},
-    {"--max-stack", "CKPT_MAX_STACK", "max_stack", 0, LIMIT_FIELD(max_stack), 1,
-     UINT32_MAX, "pickle stack entries and marks"},
-    {"--max-depth", "CKPT_MAX_DEPTH", "max_depth", 0, LIMIT_FIELD(max_depth), 1,
-     2048, "nesting of values (at most 2048)"},
-    {"--max-memo", "CKPT_MAX_MEMO", "max_memo", 0, LIMIT_FIELD(max_memo), 0,
-     UINT32_MAX, "memo keys beyond the pickle's length"},
-    {"--max-expansion", "CKPT_MAX_EXPANSION", "max_expansion", 0,
-     LIMIT_FIELD(max_expansion), 0, UINT64_MAX,
-     "values a walk visits (plus half per pickle byte)"},
-    {"--max-entries", "CKPT_MAX_ENTRIES", "max_entries", 0,
-     LIMIT_FIELD(max_entries), 1, UINT32_MAX,
+    {"--max-ops", "CKPT_MAX_OPS", "max_ops", 0, LIMIT_FIELD(max_ops), 1, UINT64_MAX,
+     "opcodes run in one pickle"},
+    {"--max-stack", "CKPT_MAX_STACK", "max_stack", 0, LIMIT_FIELD(max_stack), 1, UINT32_MAX,
+     "pickle stack entries and marks"},
+    {"--max-depth", "CKPT_MAX_DEPTH", "max_depth", 0, LIMIT_FIELD(max_depth), 1, 2048,
+     "nesting of values (at most 2048)"},
+    {"--max-memo", "CKPT_MAX_MEMO", "max_memo", 0, LIMIT_FIELD(max_memo), 0, UINT32_MAX,
+     "memo keys beyond the pickle's length"},
+    {"--max-expansion", "CKPT_MAX_EXPANSION", "max_expansion", 0, LIMIT_FIELD(max_expansion), 0,
+     UINT64_MAX, "values a walk visits (plus half per pickle byte)"},
+    {"--max-entries", "CKPT_MAX_ENTRIES", "max_entries", 0, LIMIT_FIELD(max_entries), 1, UINT32_MAX,
      "archive records, storages, tensors, globals (each)"},
     {"--max-rank", "CKPT_MAX_RANK", "max_rank", 0, LIMIT_FIELD(max_rank), 0, 64,
      "dimensions of a tensor (at most 64)"},
-    {"--max-memory", "CKPT_MAX_MEMORY", "max_memory", 1,
-     LIMIT_FIELD(max_memory), 0, UINT64_MAX,
+    {"--max-memory", "CKPT_MAX_MEMORY", "max_memory", 1, LIMIT_FIELD(max_memory), 0, UINT64_MAX,
      "memory for a file's metadata (plus 24 bytes per pickle\n"
      "byte past 16 MiB); 0: no limit"},
 };
@@ -235,25 +220,21 @@ static int limit_set[NLIMITS];
 /* "512M", "20G", "1KiB", "1000", "64KB": K, M, G, T, P, E and KiB, MiB, ...
  * are powers of 1024, KB, MB, ... powers of 1000 (as in GNU coreutils).  A
  * plain number is bytes, or `plain_unit` bytes.  0 on success. */
-static int parse_limit(const cli_limit *l, const char *s, uint64_t plain_unit,
-                       uint64_t *out)
+static int parse_limit(const cli_limit *l, const char *s, uint64_t plain_unit, uint64_t *out)
 {
     static const char units[] = "KMGTPE";
     unsigned long long v;
     uint64_t mul = plain_unit;
     const char *u;
     char *end;
-    if (!s || s[0] < '0' || s[0] > '9')
-        return -1;
+    if (!s || s[0] < '0' || s[0] > '9') return -1;
     errno = 0;
     v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
+    if (errno != 0) return -1;
     if (*end != '\0') {
         const char *p;
         int i;
-        if (!l->size)
-            return -1;
+        if (!l->size) return -1;
         u = strchr(units, end[0] >= 'a' && end[0] <= 'z' ? end[0] - 'a' + 'A' : end[0]);
         if (end[0] == 'B' && end[1] == '\0') {
             mul = 1;
@@ -269,15 +250,12 @@ static int parse_limit(const cli_limit *l, const char *s, uint64_t plain_unit,
             else
                 return -1;
             mul = 1;
-            for (i = 0; i <= (int)(u - units); i++)
-                mul *= base;
+            for (i = 0; i <= (int)(u - units); i++) mul *= base;
         }
     }
-    if (mul != 0 && v > UINT64_MAX / mul)
-        return -1;
+    if (mul != 0 && v > UINT64_MAX / mul) return -1;
     *out = (uint64_t)v * mul;
-    if (*out < l->min || *out > l->max)
-        return -1;
+    if (*out < l->min || *out > l->max) return -1;
     return 0;
 }
 
@@ -295,33 +273,28 @@ static int bad_limit(const char *cmd, const cli_limit *l, const char *s)
         snprintf(range, sizeof range, "from %llu to %llu", (unsigned long long)l->min,
                  (unsigned long long)l->max);
     if (l->size)
-        return cli_usage_error("%s%s%s takes a size in bytes (%s%s), with an optional "
-                               "suffix K, M, G, T (powers of 1024) or KB, MB, GB, TB "
-                               "(powers of 1000), not '%s'",
-                               cmd ? cmd : "", cmd ? ": " : "", name, range,
-                               !cmd && strcmp(l->field, "max_memory") == 0
-                                   ? "; a plain number is MiB" : "",
-                               s);
-    return cli_usage_error("%s%s%s takes a number %s, not '%s'", cmd ? cmd : "",
-                           cmd ? ": " : "", name, range, s);
+        return cli_usage_error(
+            "%s%s%s takes a size in bytes (%s%s), with an optional "
+            "suffix K, M, G, T (powers of 1024) or KB, MB, GB, TB "
+            "(powers of 1000), not '%s'",
+            cmd ? cmd : "", cmd ? ": " : "", name, range,
+            !cmd && strcmp(l->field, "max_memory") == 0 ? "; a plain number is MiB" : "", s);
+    return cli_usage_error("%s%s%s takes a number %s, not '%s'", cmd ? cmd : "", cmd ? ": " : "",
+                           name, range, s);
 }
 
 /* CLI_OK when a[0..len) is a limit flag and `value` was taken (the caller
  * steps over it), CLI_USAGE after a bad value, CLI_CONTINUE when a is not a
  * limit flag. */
-static int limit_flag(const char *cmd, const char *a, size_t len,
-                      const char *value)
+static int limit_flag(const char *cmd, const char *a, size_t len, const char *value)
 {
     size_t i;
     uint64_t v;
     for (i = 0; i < NLIMITS; i++) {
         const cli_limit *l = &limits[i];
-        if (strlen(l->flag) != len || strncmp(l->flag, a, len) != 0)
-            continue;
-        if (!value)
-            return cli_usage_error("%s: option '%s' needs a value", cmd, l->flag);
-        if (parse_limit(l, value, 1, &v) != 0)
-            return bad_limit(cmd, l, value);
+        if (strlen(l->flag) != len || strncmp(l->flag, a, len) != 0) continue;
+        if (!value) return cli_usage_error("%s: option '%s' needs a value", cmd, l->flag);
+        if (parse_limit(l, value, 1, &v) != 0) return bad_limit(cmd, l, value);
         limit_value[i] = v;
         limit_set[i] = 2;
         return CLI_OK;
@@ -338,8 +311,7 @@ int cli_env_init(void)
         uint64_t v;
         /* CKPT_MAX_MEMORY was a number of MiB before sizes took suffixes */
         uint64_t plain = strcmp(l->field, "max_memory") == 0 ? (1u << 20) : 1;
-        if (!s || !*s)
-            continue;
+        if (!s || !*s) continue;
         if (parse_limit(l, s, plain, &v) != 0) {
             bad_limit(NULL, l, s);
             return -1;
@@ -356,8 +328,7 @@ void cli_options(ckpt_options *opt)
     ckpt_options_init(opt);
     for (i = 0; i < NLIMITS; i++) {
         unsigned char *field = (unsigned char *)opt + limits[i].offset;
-        if (!limit_set[i])
-            continue;
+        if (!limit_set[i]) continue;
         if (limits[i].width == sizeof(uint32_t)) {
             uint32_t v = (uint32_t)limit_value[i];
             memcpy(field, &v, sizeof v);
@@ -374,8 +345,7 @@ static const char *limit_hint(const ckpt_error *err, size_t *at, size_t *len)
 {
     static char hint[96];
     size_t i;
-    if (err->code != CKPT_E_LIMIT)
-        return NULL;
+    if (err->code != CKPT_E_LIMIT) return NULL;
     for (i = 0; i < NLIMITS; i++) {
         const cli_limit *l = &limits[i];
         size_t n = strlen(l->field);
@@ -387,8 +357,7 @@ static const char *limit_hint(const ckpt_error *err, size_t *at, size_t *len)
                 break;
             p += n;
         }
-        if (!p)
-            continue;
+        if (!p) continue;
         snprintf(hint, sizeof hint, "raise it with %s or %s", l->flag, l->env);
         *at = (size_t)(p - err->message);
         *len = n;
@@ -436,16 +405,15 @@ void cli_limits_usage(FILE *out)
             memcpy(&v, field, sizeof v);
         }
         format_limit(l, v, dflt, sizeof dflt);
-        fprintf(out, "  %s %s, %s=%s  (default %s)\n", l->flag,
-                l->size ? "SIZE" : "N", l->env, l->size ? "SIZE" : "N", dflt);
+        fprintf(out, "  %s %s, %s=%s  (default %s)\n", l->flag, l->size ? "SIZE" : "N", l->env,
+                l->size ? "SIZE" : "N", dflt);
         while ((nl = strchr(h, '\n')) != NULL) {
             fprintf(out, "      %.*s\n", (int)(nl - h), h);
             h = nl + 1;
         }
         fprintf(out, "      %s\n", h);
     }
-    fputs("  CKPT_MAX_MEMORY also takes a plain number of MiB, as it always did.\n",
-          out);
+    fputs("  CKPT_MAX_MEMORY also takes a plain number of MiB, as it always did.\n", out);
 }
 
 static void limits_usage(void)
@@ -463,8 +431,7 @@ ckpt_file *cli_open(const char *path, const char *key)
     cli_options(&opt);
     opt.key = key;
     f = cli_open_input(path, &opt, &err);
-    if (!f)
-        cli_file_error(path, &err);
+    if (!f) cli_file_error(path, &err);
     return f;
 }
 
@@ -480,14 +447,12 @@ static int stdout_errno;
 void cli_stdout_init(void)
 {
     stdout_buf = malloc(CLI_STDOUT_BUF);
-    if (stdout_buf)
-        setvbuf(stdout, stdout_buf, _IOFBF, CLI_STDOUT_BUF);
+    if (stdout_buf) setvbuf(stdout, stdout_buf, _IOFBF, CLI_STDOUT_BUF);
 }
 
 int cli_stdout_failed(void)
 {
-    if (stdout_errno != 0)
-        return 1;
+    if (stdout_errno != 0) return 1;
     if (ferror(stdout)) {
         stdout_errno = errno != 0 ? errno : EIO;
         return 1;
@@ -500,13 +465,11 @@ int cli_stdout_finish(int status)
     int bad = cli_stdout_failed();
     int e = stdout_errno;
     if (fflush(stdout) != 0) {
-        if (!bad)
-            e = errno;
+        if (!bad) e = errno;
         bad = 1;
     }
     if (fclose(stdout) != 0) {
-        if (!bad)
-            e = errno;
+        if (!bad) e = errno;
         bad = 1;
     }
     free(stdout_buf);
@@ -561,7 +524,6 @@ void cli_json_string(FILE *out, const char *str, size_t n)
     putc('"', out);
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Byte order                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -577,8 +539,7 @@ int cli_host_big_endian(void)
 void cli_swap_bytes(void *buf, size_t n, size_t unit)
 {
     unsigned char *p = buf, *end;
-    if (unit < 2)
-        return;
+    if (unit < 2) return;
     end = p + n - n % unit;
     for (; p < end; p += unit) {
         size_t a = 0, b = unit - 1;
@@ -606,12 +567,10 @@ static size_t ptr_hash(const void *p)
 const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p)
 {
     size_t i, mask;
-    if (m->cap == 0)
-        return NULL;
+    if (m->cap == 0) return NULL;
     mask = m->cap - 1;
     for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
-        if (m->keys[i] == p)
-            return m->paths[i];
+        if (m->keys[i] == p) return m->paths[i];
     return NULL;
 }
 
@@ -626,8 +585,7 @@ static int ptrmap_grow(cli_ptrmap *m)
         return -1;
     }
     for (j = 0; j < m->cap; j++) {
-        if (!m->keys[j])
-            continue;
+        if (!m->keys[j]) continue;
         for (i = ptr_hash(m->keys[j]) & mask; keys[i] != NULL; i = (i + 1) & mask)
             ;
         keys[i] = m->keys[j];
@@ -645,11 +603,9 @@ int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path)
 {
     size_t i, mask, len = strlen(path);
     char *copy;
-    if ((m->count + 1) * 2 > m->cap && ptrmap_grow(m) != 0)
-        return -1;
+    if ((m->count + 1) * 2 > m->cap && ptrmap_grow(m) != 0) return -1;
     copy = malloc(len + 1);
-    if (!copy)
-        return -1;
+    if (!copy) return -1;
     memcpy(copy, path, len + 1);
     mask = m->cap - 1;
     for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
@@ -667,8 +623,7 @@ int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path)
 void cli_ptrmap_free(cli_ptrmap *m)
 {
     size_t i;
-    for (i = 0; i < m->cap; i++)
-        free(m->paths[i]);
+    for (i = 0; i < m->cap; i++) free(m->paths[i]);
     free(m->keys);
     free(m->paths);
     m->keys = NULL;
@@ -683,8 +638,7 @@ const char *cli_grouped(uint64_t x, char *buf, size_t cap)
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x), i, o = 0;
     for (i = 0; i < n && (size_t)o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[o++] = ',';
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
         buf[o++] = tmp[i];
     }
     buf[o] = '\0';
@@ -693,8 +647,7 @@ const char *cli_grouped(uint64_t x, char *buf, size_t cap)
 
 void sb_add(sbuf *b, const void *data, size_t n)
 {
-    if (b->oom)
-        return;
+    if (b->oom) return;
     if (b->cap - b->len < n + 1) {
         size_t cap = b->cap ? b->cap : 256;
         char *p;
@@ -718,9 +671,15 @@ void sb_add(sbuf *b, const void *data, size_t n)
     b->p[b->len] = '\0';
 }
 
-void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
 
-void sb_char(sbuf *b, char c) { sb_add(b, &c, 1); }
+void sb_char(sbuf *b, char c)
+{
+    sb_add(b, &c, 1);
+}
 
 void sb_free(sbuf *b)
 {

@@ -55,11 +55,11 @@ int cli_file_error(const char *path, const ckpt_error *err);
 /* ---- option parsing ----------------------------------------------------- */
 
 typedef struct cli_option {
-    const char *name;    /* long name with dashes: "--key" */
-    char short_name;     /* 'o' for -o, or 0 */
-    int takes_value;     /* 1: "--key K", "--key=K", "-o OUT", "-oOUT" */
-    const char **value;  /* receives the value (takes_value) */
-    int *flag;           /* set to 1 (!takes_value) */
+    const char *name;   /* long name with dashes: "--key" */
+    char short_name;    /* 'o' for -o, or 0 */
+    int takes_value;    /* 1: "--key K", "--key=K", "-o OUT", "-oOUT" */
+    const char **value; /* receives the value (takes_value) */
+    int *flag;          /* set to 1 (!takes_value) */
 } cli_option;
 
 /* Parse argv[1..argc) of a command: options may come before or after the
@@ -67,9 +67,8 @@ typedef struct cli_option {
  * Operands go to operands[0..*noperands); more than max_operands is a usage
  * error.  Returns CLI_CONTINUE, or the exit status when the command is done
  * (CLI_OK after --help, CLI_USAGE after a usage error, already reported). */
-int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions,
-              const char *usage, char **operands, int max_operands,
-              int *noperands);
+int cli_parse(int argc, char **argv, const cli_option *options, size_t noptions, const char *usage,
+              char **operands, int max_operands, int *noperands);
 
 /* ---- files -------------------------------------------------------------- */
 
@@ -149,11 +148,11 @@ typedef struct cli_out_opts {
 } cli_out_opts;
 
 typedef struct cli_out {
-    FILE *fp;           /* write here */
-    int fd;             /* fileno(fp) */
-    const char *shown;  /* the name for messages */
-    char *path;         /* where the temporary file goes (symlinks resolved) */
-    char *tmp;          /* the temporary file, or NULL when in place */
+    FILE *fp;          /* write here */
+    int fd;            /* fileno(fp) */
+    const char *shown; /* the name for messages */
+    char *path;        /* where the temporary file goes (symlinks resolved) */
+    char *tmp;         /* the temporary file, or NULL when in place */
     int in_place, is_stdout, owns_fd, replace, sync;
 } cli_out;
 
@@ -246,8 +245,8 @@ int cli_note(const char *path, const char *what);
 
 /* Run one() on every file, printing "==> FILE <==" before each when there
  * are several and json is 0; returns the worst (highest) status. */
-int cli_batch(char **files, int nfiles, int json,
-              int (*one)(const char *path, void *ctx), void *ctx);
+int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),
+              void *ctx);
 /* {"file": PATH, "error": {"message", "code", "offset"}} and a newline. */
 void cli_json_error_line(const char *path, const ckpt_error *err);
 
@@ -258,15 +257,15 @@ void cli_json_error_line(const char *path, const ckpt_error *err);
  * match their decimal text). */
 typedef struct cli_doc {
     ckpt_file *f;
-    const ckpt_value *root;  /* what is shown: the selected value */
-    const char *prefix;      /* the key path, when resolved here */
+    const ckpt_value *root; /* what is shown: the selected value */
+    const char *prefix;     /* the key path, when resolved here */
     size_t prefix_len;
-    cli_ptrmap under;        /* tensors (and containers) under root */
+    cli_ptrmap under; /* tensors (and containers) under root */
     int oom;
 } cli_doc;
 /* 0, or -1 with err filled (nothing printed). */
-int cli_doc_open(cli_doc *d, const char *path, const char *key,
-                 const ckpt_options *opt, ckpt_error *err);
+int cli_doc_open(cli_doc *d, const char *path, const char *key, const ckpt_options *opt,
+                 ckpt_error *err);
 /* Is t under the selected value? */
 int cli_doc_has(const cli_doc *d, const ckpt_tensor *t);
 /* t's name relative to the selected value. */

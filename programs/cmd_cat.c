@@ -43,15 +43,14 @@ static const char usage[] =
 static size_t swap_unit(ckpt_dtype dtype)
 {
     size_t size = ckpt_dtype_size(dtype);
-    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 ||
-        dtype == CKPT_COMPLEX128)
+    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128)
         return size / 2;
     return size;
 }
 
 /* Stream t to out; on failure report it and return CLI_FAIL. */
-static int write_tensor(const ckpt_file *f, const char *path,
-                        const ckpt_tensor *t, FILE *out, const char *out_name)
+static int write_tensor(const ckpt_file *f, const char *path, const ckpt_tensor *t, FILE *out,
+                        const char *out_name)
 {
     size_t unit = swap_unit(t->dtype);
     int swap = unit > 1 && cli_host_big_endian();
@@ -61,13 +60,10 @@ static int write_tensor(const ckpt_file *f, const char *path,
     ckpt_error err;
     progress bar;
 
-    if (t->nbytes < cap)
-        cap = (size_t)t->nbytes;
-    if (cap == 0)
-        return CLI_OK;
+    if (t->nbytes < cap) cap = (size_t)t->nbytes;
+    if (cap == 0) return CLI_OK;
     buf = malloc(cap);
-    if (!buf)
-        return cli_error("%s: out of memory (%zu bytes)", path, cap);
+    if (!buf) return cli_error("%s: out of memory (%zu bytes)", path, cap);
     progress_start(&bar, t->nbytes, "writing");
     while (pos < t->nbytes) {
         size_t n = t->nbytes - pos < cap ? (size_t)(t->nbytes - pos) : cap;
@@ -78,8 +74,7 @@ static int write_tensor(const ckpt_file *f, const char *path,
             progress_finish(&bar);
             return cli_file_error(path, &err);
         }
-        if (swap)
-            cli_swap_bytes(buf, n, unit);
+        if (swap) cli_swap_bytes(buf, n, unit);
         if (fwrite(buf, 1, n, out) != n) {
             int e = errno;
             free(buf);
@@ -109,31 +104,21 @@ int cmd_cat(int argc, char **argv)
     cli_out o;
     cli_out_opts oo;
     const cli_option options[] = {
-        {"--key", 0, 1, &key, NULL},
-        {"--output", 'o', 1, &out, NULL},
-        {"--force", 0, 0, NULL, &force},
-        {"--sync", 0, 0, NULL, &sync},
+        {"--key", 0, 1, &key, NULL},       {"--output", 'o', 1, &out, NULL},
+        {"--force", 0, 0, NULL, &force},   {"--sync", 0, 0, NULL, &sync},
         {"--filter", 0, 1, &filter, NULL},
     };
 
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 2, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("cat: missing FILE");
-    if (nops < 2 && !filter)
-        return cli_usage_error("cat: missing NAME (the tensor to write)");
-    if (nops == 2 && filter)
-        return cli_usage_error("cat: give NAME or --filter GLOB, not both");
-    if (out && out[0] == '\0')
-        return cli_usage_error("cat: the output file name is empty");
-    if (cli_out_refuse_tty("a tensor's bytes", out))
-        return CLI_FAIL;
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, 2, &nops);
+    if (r != CLI_CONTINUE) return r;
+    if (nops < 1) return cli_usage_error("cat: missing FILE");
+    if (nops < 2 && !filter) return cli_usage_error("cat: missing NAME (the tensor to write)");
+    if (nops == 2 && filter) return cli_usage_error("cat: give NAME or --filter GLOB, not both");
+    if (out && out[0] == '\0') return cli_usage_error("cat: the output file name is empty");
+    if (cli_out_refuse_tty("a tensor's bytes", out)) return CLI_FAIL;
 
     f = cli_open(ops[0], key);
-    if (!f)
-        return CLI_FAIL;
+    if (!f) return CLI_FAIL;
     t = filter ? NULL : ckpt_find(f, ops[1]);
     if (!filter && !t) {
         cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
@@ -165,8 +150,7 @@ int cmd_cat(int argc, char **argv)
                 if (cli_name_matches(filter, ckpt_tensor_at(f, i)->name))
                     r = write_tensor(f, ops[0], ckpt_tensor_at(f, i), o.fp, shown);
         if (r == CLI_OK) {
-            if (cli_out_commit(&o) != 0)
-                r = CLI_FAIL;
+            if (cli_out_commit(&o) != 0) r = CLI_FAIL;
         } else {
             cli_out_abort(&o);
         }

@@ -99,8 +99,8 @@ typedef struct conv {
     ckpt_file *f;
     int src_fd;
     progress prog;
-    int started;      /* the progress bar began */
-    uint64_t shown;   /* bytes it was told of */
+    int started;    /* the progress bar began */
+    uint64_t shown; /* bytes it was told of */
 } conv;
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
@@ -128,10 +128,8 @@ static void on_warning(void *ctx, const char *line)
  * are (names in them are escaped already), output errors naming OUT. */
 static int report(const conv *c, const char *out, const ckpt_error *err, int origin)
 {
-    if (origin == CKPT_EXPORT_FROM_READER)
-        return cli_file_error(c->path, err);
-    if (origin == CKPT_EXPORT_FROM_OUTPUT)
-        return cli_error("%s: %s", out, err->message);
+    if (origin == CKPT_EXPORT_FROM_READER) return cli_file_error(c->path, err);
+    if (origin == CKPT_EXPORT_FROM_OUTPUT) return cli_error("%s: %s", out, err->message);
     if (err->offset >= 0)
         return cli_error("%s: %s (byte %lld)", c->path, err->message, (long long)err->offset);
     return cli_error("%s: %s", c->path, err->message);
@@ -150,8 +148,7 @@ static int open_source(conv *c, const char *key)
         cli_file_error(c->path, &err);
         return -1;
     }
-    if (strcmp(c->path, "-") == 0)
-        c->path = "standard input";
+    if (strcmp(c->path, "-") == 0) c->path = "standard input";
     cli_options(&opt);
     opt.key = key;
     memset(&rd, 0, sizeof rd);
@@ -191,16 +188,11 @@ int cmd_convert(int argc, char **argv)
         {"--filter", 0, 1, &filter, NULL},
     };
 
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 2, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("convert: missing FILE");
-    if (nops < 2)
-        return cli_usage_error("convert: missing OUT (the safetensors file to write)");
-    if (ops[1][0] == '\0')
-        return cli_usage_error("convert: the output file name is empty");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, 2, &nops);
+    if (r != CLI_CONTINUE) return r;
+    if (nops < 1) return cli_usage_error("convert: missing FILE");
+    if (nops < 2) return cli_usage_error("convert: missing OUT (the safetensors file to write)");
+    if (ops[1][0] == '\0') return cli_usage_error("convert: the output file name is empty");
 
     memset(&c, 0, sizeof c);
     c.path = ops[0];
@@ -221,11 +213,9 @@ int cmd_convert(int argc, char **argv)
     /* refuse a doomed OUT (a folder, the input, an existing file) before
      * any work: cli_out_open() checks again when it opens OUT */
     if (strcmp(ops[1], "-") != 0 && stat(ops[1], &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return cli_error("%s: is a directory", ops[1]);
+        if (S_ISDIR(st.st_mode)) return cli_error("%s: is a directory", ops[1]);
         if (cli_same_file(ops[0], &st))
-            return cli_error("%s: is the same file as the input; not writing over it",
-                             ops[1]);
+            return cli_error("%s: is the same file as the input; not writing over it", ops[1]);
         if (S_ISREG(st.st_mode) && !force)
             return cli_error("%s: already exists (--force replaces it)", ops[1]);
     }
@@ -260,7 +250,6 @@ int cmd_convert(int argc, char **argv)
     }
     ckpt_safetensors_free(plan);
     ckpt_close(c.f);
-    if (c.src_fd >= 0)
-        close(c.src_fd);
+    if (c.src_fd >= 0) close(c.src_fd);
     return r;
 }

@@ -57,7 +57,7 @@ static const char usage[] =
     "  --key K           only what is under top-level key K (e.g. state_dict)\n"
     "  -h, --help        show this help\n";
 
-#define SAFE_MAX 200            /* bytes of a file name before ".npy" */
+#define SAFE_MAX 200 /* bytes of a file name before ".npy" */
 
 /* ------------------------------------------------------------------------ */
 /* Writing one .npy                                                           */
@@ -76,16 +76,15 @@ static int sink_write(void *ctx, const void *buf, size_t n)
 {
     sink *k = ctx;
     progress_advance(&bar, n);
-    if (fwrite(buf, 1, n, k->fp) == n)
-        return 0;
+    if (fwrite(buf, 1, n, k->fp) == n) return 0;
     k->e = errno != 0 ? errno : EIO;
     return -1;
 }
 
 /* Header and elements of t to out; on failure report it and return
  * CLI_FAIL. */
-static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
-                     FILE *out, const char *out_name)
+static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t, FILE *out,
+                     const char *out_name)
 {
     sink k;
     ckpt_error err;
@@ -93,11 +92,9 @@ static int write_npy(const ckpt_file *f, const char *path, const ckpt_tensor *t,
     k.e = 0;
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    if (ckpt_export_npy_to(f, t, sink_write, &k, &err) == 0)
-        return CLI_OK;
+    if (ckpt_export_npy_to(f, t, sink_write, &k, &err) == 0) return CLI_OK;
     progress_hide(&bar);
-    if (k.e != 0)
-        return cli_error("%s: %s", out_name, strerror(k.e));
+    if (k.e != 0) return cli_error("%s: %s", out_name, strerror(k.e));
     return cli_file_error(path, &err);
 }
 
@@ -107,17 +104,14 @@ static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t
 {
     cli_out o;
     int r;
-    if (cli_out_open(&o, out_path, oo) != 0)
-        return CLI_FAIL;
+    if (cli_out_open(&o, out_path, oo) != 0) return CLI_FAIL;
     r = write_npy(f, path, t, o.fp, o.shown);
     progress_hide(&bar);
     if (r == CLI_OK) {
-        if (cli_out_commit(&o) != 0)
-            r = CLI_FAIL;
+        if (cli_out_commit(&o) != 0) r = CLI_FAIL;
     } else {
         cli_out_abort(&o);
-        if (o.is_stdout && cli_stdout_failed())
-            r = CLI_FAIL; /* reported by cli_stdout_finish() */
+        if (o.is_stdout && cli_stdout_failed()) r = CLI_FAIL; /* reported by cli_stdout_finish() */
     }
     return r;
 }
@@ -135,25 +129,21 @@ static char *safe_stem(const char *name)
     int leading = 1;
     if (n == 0) {
         out = malloc(6);
-        if (out)
-            memcpy(out, "_root", 6);
+        if (out) memcpy(out, "_root", 6);
         return out;
     }
     out = malloc(SAFE_MAX + 1);
-    if (!out)
-        return NULL;
+    if (!out) return NULL;
     while (i < n && o < SAFE_MAX) {
         unsigned c = s[i];
         size_t k = c < 0x80 ? 1 : cli_utf8_seq(s + i, n - i);
-        if (k == 0 || c < 0x20 || c == 0x7f || c == '/' || c == '\\' ||
-            (leading && c == '.')) {
+        if (k == 0 || c < 0x20 || c == 0x7f || c == '/' || c == '\\' || (leading && c == '.')) {
             out[o++] = '_';
             i++;
             continue;
         }
         leading = 0;
-        if (o + k > SAFE_MAX)
-            break; /* do not cut a character */
+        if (o + k > SAFE_MAX) break; /* do not cut a character */
         memcpy(out + o, name + i, k);
         o += k;
         i += k;
@@ -173,8 +163,7 @@ static size_t fold_hash(const char *s)
     uint64_t h = 1469598103934665603ULL;
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c - 'A' + 'a');
+        if (c >= 'A' && c <= 'Z') c = (unsigned char)(c - 'A' + 'a');
         h = (h ^ c) * 1099511628211ULL;
     }
     return (size_t)(h ^ (h >> 31));
@@ -184,12 +173,9 @@ static int fold_eq(const char *a, const char *b)
 {
     for (; *a && *b; a++, b++) {
         unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
-            return 0;
+        if (x >= 'A' && x <= 'Z') x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (unsigned char)(y - 'A' + 'a');
+        if (x != y) return 0;
     }
     return *a == *b;
 }
@@ -197,11 +183,9 @@ static int fold_eq(const char *a, const char *b)
 static int set_has(const nameset *s, const char *k)
 {
     size_t i;
-    if (!s->cap)
-        return 0;
+    if (!s->cap) return 0;
     for (i = fold_hash(k) & (s->cap - 1); s->keys[i]; i = (i + 1) & (s->cap - 1))
-        if (fold_eq(s->keys[i], k))
-            return 1;
+        if (fold_eq(s->keys[i], k)) return 1;
     return 0;
 }
 
@@ -212,11 +196,9 @@ static int set_add(nameset *s, char *k)
     if ((s->count + 1) * 2 > s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 256, j;
         char **keys = calloc(cap, sizeof *keys);
-        if (!keys)
-            return -1;
+        if (!keys) return -1;
         for (j = 0; j < s->cap; j++) {
-            if (!s->keys[j])
-                continue;
+            if (!s->keys[j]) continue;
             for (i = fold_hash(s->keys[j]) & (cap - 1); keys[i]; i = (i + 1) & (cap - 1))
                 ;
             keys[i] = s->keys[j];
@@ -242,13 +224,11 @@ static char **assign_names(const ckpt_tensor *const *tensors, size_t n)
     nameset set;
     size_t i;
     memset(&set, 0, sizeof set);
-    if (!names || !taken)
-        goto oom;
+    if (!names || !taken) goto oom;
     for (i = 0; i < n; i++) {
         char *stem = safe_stem(tensors[i]->name);
         size_t len;
-        if (!stem)
-            goto oom;
+        if (!stem) goto oom;
         len = strlen(stem);
         names[i] = malloc(len + 5);
         if (!names[i]) {
@@ -259,30 +239,25 @@ static char **assign_names(const ckpt_tensor *const *tensors, size_t n)
         memcpy(names[i] + len, ".npy", 5);
         free(stem);
         if (!set_has(&set, names[i])) {
-            if (set_add(&set, names[i]) != 0)
-                goto oom;
+            if (set_add(&set, names[i]) != 0) goto oom;
             taken[i] = 1;
         }
     }
     for (i = 0; i < n; i++) {
         size_t len, k;
         char *alt;
-        if (taken[i])
-            continue;
+        if (taken[i]) continue;
         len = strlen(names[i]) - 4; /* the stem */
         alt = malloc(len + 32);
-        if (!alt)
-            goto oom;
+        if (!alt) goto oom;
         for (k = 2;; k++) {
             memcpy(alt, names[i], len);
             snprintf(alt + len, 32, "~%zu.npy", k);
-            if (!set_has(&set, alt))
-                break;
+            if (!set_has(&set, alt)) break;
         }
         free(names[i]);
         names[i] = alt;
-        if (set_add(&set, alt) != 0)
-            goto oom;
+        if (set_add(&set, alt) != 0) goto oom;
     }
     free(set.keys);
     free(taken);
@@ -291,8 +266,7 @@ oom:
     free(set.keys);
     free(taken);
     if (names)
-        for (i = 0; i < n; i++)
-            free(names[i]);
+        for (i = 0; i < n; i++) free(names[i]);
     free(names);
     return NULL;
 }
@@ -306,30 +280,25 @@ static char *join(const char *dir, const char *name)
 {
     size_t dl = strlen(dir), nl = strlen(name);
     char *out;
-    while (dl > 1 && dir[dl - 1] == '/')
-        dl--; /* "out/" and "out" alike */
+    while (dl > 1 && dir[dl - 1] == '/') dl--; /* "out/" and "out" alike */
     out = malloc(dl + nl + 2);
-    if (!out)
-        return NULL;
+    if (!out) return NULL;
     memcpy(out, dir, dl);
-    if (dl == 1 && dir[0] == '/')
-        dl = 0; /* "/" + name */
+    if (dl == 1 && dir[0] == '/') dl = 0; /* "/" + name */
     out[dl] = '/';
     memcpy(out + dl + 1, name, nl + 1);
     return out;
 }
 
 static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
-                       const ckpt_tensor *const *tensors, size_t n,
-                       const cli_out_opts *oo)
+                       const ckpt_tensor *const *tensors, size_t n, const cli_out_opts *oo)
 {
     char **names = assign_names(tensors, n);
     size_t i, existing = 0;
     char *first = NULL;
     int r = CLI_OK;
     struct stat st;
-    if (!names)
-        return cli_error("%s: out of memory", path);
+    if (!names) return cli_error("%s: out of memory", path);
     /* no clobbering: refuse before anything is written */
     for (i = 0; i < n && !oo->force && r == CLI_OK; i++) {
         char *out = join(dir, names[i]);
@@ -359,8 +328,7 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
         }
         free(out);
     }
-    for (i = 0; i < n; i++)
-        free(names[i]);
+    for (i = 0; i < n; i++) free(names[i]);
     free(names);
     return r;
 }
@@ -376,33 +344,24 @@ int cmd_extract(int argc, char **argv)
     ckpt_file *f;
     size_t n = 0, i;
     const cli_option options[] = {
-        {"--output", 'o', 1, &out, NULL},
-        {"--dir", 'd', 1, &dir, NULL},
-        {"--key", 0, 1, &key, NULL},
-        {"--force", 0, 0, NULL, &force},
-        {"--sync", 0, 0, NULL, &sync},
-        {"--filter", 0, 1, &filter, NULL},
+        {"--output", 'o', 1, &out, NULL}, {"--dir", 'd', 1, &dir, NULL},
+        {"--key", 0, 1, &key, NULL},      {"--force", 0, 0, NULL, &force},
+        {"--sync", 0, 0, NULL, &sync},    {"--filter", 0, 1, &filter, NULL},
     };
 
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, 2, &nops);
-    if (r != CLI_CONTINUE)
-        return r;
-    if (nops < 1)
-        return cli_usage_error("extract: missing FILE");
-    if (out && dir)
-        return cli_usage_error("extract: give -o OUT or -d DIR, not both");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, 2, &nops);
+    if (r != CLI_CONTINUE) return r;
+    if (nops < 1) return cli_usage_error("extract: missing FILE");
+    if (out && dir) return cli_usage_error("extract: give -o OUT or -d DIR, not both");
     if (out && nops < 2)
         return cli_usage_error("extract: -o needs the NAME of one tensor "
                                "(use -d DIR for every tensor)");
-    if (out && out[0] == '\0')
-        return cli_usage_error("extract: the output file name is empty");
+    if (out && out[0] == '\0') return cli_usage_error("extract: the output file name is empty");
     if (filter && (out || nops == 2))
         return cli_usage_error("extract: --filter selects tensors for -d DIR, not with NAME");
 
     f = cli_open(ops[0], key);
-    if (!f)
-        return CLI_FAIL;
+    if (!f) return CLI_FAIL;
     if (!out && !dir) { /* after the open: a file that cannot be read is 1 */
         ckpt_close(f);
         return cli_usage_error(nops == 2 ? "extract: missing -o OUT.npy (or -d DIR)"
@@ -433,15 +392,13 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < all; i++) {
                 const ckpt_tensor *c = t ? t : ckpt_tensor_at(f, i);
-                if (cli_name_matches(filter, c->name))
-                    list[n++] = c;
+                if (cli_name_matches(filter, c->name)) list[n++] = c;
             }
             if (filter && n == 0)
                 cli_note(ops[0], "no tensor name matches the --filter pattern; nothing written");
             uint64_t total = 0;
             for (i = 0; i < n; i++)
-                total = total + list[i]->nbytes < total ? UINT64_MAX
-                                                        : total + list[i]->nbytes;
+                total = total + list[i]->nbytes < total ? UINT64_MAX : total + list[i]->nbytes;
             progress_start(&bar, total, "extracting");
             r = extract_dir(f, ops[0], dir, list, n, &oo);
             progress_finish(&bar);

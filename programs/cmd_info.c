@@ -78,8 +78,7 @@ static void sb_grouped(sbuf *b, uint64_t x)
  * bytes ("..." added). */
 static void sb_clean(sbuf *b, const char *s, size_t n, size_t limit)
 {
-    if (cli_escape(b, s, n, limit, 0) < n)
-        sb_str(b, "...");
+    if (cli_escape(b, s, n, limit, 0) < n) sb_str(b, "...");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -120,12 +119,8 @@ static void describe(const ckpt_file *f, const ckpt_summary_key *row, sbuf *b)
     int container = 0;
 
     switch (k) {
-    case CKPT_V_NONE:
-        sb_str(b, "None");
-        return;
-    case CKPT_V_BOOL:
-        sb_str(b, ckpt_value_bool(v) ? "bool True" : "bool False");
-        return;
+    case CKPT_V_NONE: sb_str(b, "None"); return;
+    case CKPT_V_BOOL: sb_str(b, ckpt_value_bool(v) ? "bool True" : "bool False"); return;
     case CKPT_V_INT:
         snprintf(tmp, sizeof tmp, "int %lld", (long long)ckpt_value_int(v));
         sb_str(b, tmp);
@@ -169,9 +164,7 @@ static void describe(const ckpt_file *f, const ckpt_summary_key *row, sbuf *b)
         sb_str(b, "global ");
         sb_clean(b, cls ? cls : "?", cls ? strlen(cls) : 1, 200);
         return;
-    case CKPT_V_STORAGE:
-        sb_str(b, "storage");
-        return;
+    case CKPT_V_STORAGE: sb_str(b, "storage"); return;
     case CKPT_V_DICT:
         cls = ckpt_value_class(v);
         sb_str(b, cls ? short_class(cls) : "dict");
@@ -183,7 +176,9 @@ static void describe(const ckpt_file *f, const ckpt_summary_key *row, sbuf *b)
     case CKPT_V_TUPLE:
     case CKPT_V_SET:
         snprintf(tmp, sizeof tmp, "%s of %zu",
-                 k == CKPT_V_LIST ? "list" : k == CKPT_V_TUPLE ? "tuple" : "set",
+                 k == CKPT_V_LIST    ? "list"
+                 : k == CKPT_V_TUPLE ? "tuple"
+                                     : "set",
                  ckpt_value_len(v));
         sb_str(b, tmp);
         container = 1;
@@ -233,12 +228,12 @@ static void key_text(sbuf *b, const ckpt_value *k, size_t index)
 
 typedef struct report {
     ckpt_file *f;
-    cli_doc doc;         /* what --key selected */
+    cli_doc doc; /* what --key selected */
     const char *path;
     const char *key;
     const char *skipped; /* why tensors are not listed, or NULL */
     ckpt_info info;
-    ckpt_summary *sum;   /* the counts, from the library */
+    ckpt_summary *sum; /* the counts, from the library */
     const ckpt_summary_totals *tot;
     int depth;
     int all_keys;
@@ -255,8 +250,7 @@ static void put_clean(const char *s)
     sbuf b;
     memset(&b, 0, sizeof b);
     sb_clean(&b, s, strlen(s), (size_t)-1);
-    if (b.p)
-        fputs(b.p, stdout);
+    if (b.p) fputs(b.p, stdout);
     free(b.p);
 }
 
@@ -272,8 +266,7 @@ static int print_text(report *r)
     put_clean(r->path);
     printf(" (%s bytes)\n", cli_grouped(r->info.file_size, g1, sizeof g1));
     printf("format:      %s", ckpt_format_name(r->info.format));
-    if (r->info.version && r->info.version[0])
-        printf(", version %s", r->info.version);
+    if (r->info.version && r->info.version[0]) printf(", version %s", r->info.version);
     printf(", %s-endian", r->info.byteorder == CKPT_BIG ? "big" : "little");
     if (r->info.root && r->info.root[0]) {
         fputs(", root folder \"", stdout);
@@ -299,29 +292,23 @@ static int print_text(report *r)
         putchar('\n');
     }
     if (r->info.format == CKPT_FORMAT_TORCHSCRIPT)
-        fputs("note:        the weights of a TorchScript archive are not read\n",
-              stdout);
+        fputs("note:        the weights of a TorchScript archive are not read\n", stdout);
 
     n = ckpt_summary_dtype_count(r->sum);
     for (i = 0; i < n; i++) {
         const ckpt_summary_dtype *d = ckpt_summary_dtype_at(r->sum, i);
-        if (strlen(ckpt_dtype_name(d->dtype)) > wd)
-            wd = strlen(ckpt_dtype_name(d->dtype));
-        if (strlen(cli_grouped(d->tensors, g1, sizeof g1)) > wt)
-            wt = strlen(g1);
-        if (strlen(cli_grouped(d->elements, g1, sizeof g1)) > wp)
-            wp = strlen(g1);
-        if (strlen(cli_grouped(d->bytes, g1, sizeof g1)) > wb)
-            wb = strlen(g1);
+        if (strlen(ckpt_dtype_name(d->dtype)) > wd) wd = strlen(ckpt_dtype_name(d->dtype));
+        if (strlen(cli_grouped(d->tensors, g1, sizeof g1)) > wt) wt = strlen(g1);
+        if (strlen(cli_grouped(d->elements, g1, sizeof g1)) > wp) wp = strlen(g1);
+        if (strlen(cli_grouped(d->bytes, g1, sizeof g1)) > wb) wb = strlen(g1);
     }
-    if (n)
-        fputs("dtypes:\n", stdout);
+    if (n) fputs("dtypes:\n", stdout);
     for (i = 0; i < n; i++) {
         const ckpt_summary_dtype *d = ckpt_summary_dtype_at(r->sum, i);
-        printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd,
-               ckpt_dtype_name(d->dtype), (int)wt, cli_grouped(d->tensors, g1, sizeof g1),
-               d->tensors == 1 ? " " : "s", (int)wp, cli_grouped(d->elements, g2, sizeof g2),
-               (int)wb, cli_grouped(d->bytes, g3, sizeof g3));
+        printf("  %-*s  %*s tensor%s  %*s params  %*s bytes\n", (int)wd, ckpt_dtype_name(d->dtype),
+               (int)wt, cli_grouped(d->tensors, g1, sizeof g1), d->tensors == 1 ? " " : "s",
+               (int)wp, cli_grouped(d->elements, g2, sizeof g2), (int)wb,
+               cli_grouped(d->bytes, g3, sizeof g3));
     }
 
     if (root) {
@@ -341,24 +328,19 @@ static int print_text(report *r)
                 key_text(&line, ckpt_summary_key_at(r->sum, i)->key, i);
                 sb_str(&line, ": ");
                 describe(r->f, ckpt_summary_key_at(r->sum, i), &line);
-                if (line.oom)
-                    break;
+                if (line.oom) break;
                 puts(line.p);
-                if (cli_stdout_failed())
-                    break;
+                if (cli_stdout_failed()) break;
             }
         } else {
             sb_str(&line, "object:      ");
             describe(r->f, ckpt_summary_key_at(r->sum, 0), &line);
-            if (!line.oom)
-                puts(line.p);
+            if (!line.oom) puts(line.p);
         }
-        if (line.oom)
-            oom = 1;
+        if (line.oom) oom = 1;
         free(line.p);
     }
-    if (oom)
-        return cli_error("%s: out of memory", r->path);
+    if (oom) return cli_error("%s: out of memory", r->path);
 
     n = ckpt_summary_module_count(r->sum);
     if (n > 0) {
@@ -366,31 +348,26 @@ static int print_text(report *r)
         for (i = 0; i < n; i++) {
             const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
             sbuf b;
-            if (!shown(r, m))
-                continue;
+            if (!shown(r, m)) continue;
             memset(&b, 0, sizeof b);
             sb_clean(&b, m->name, m->name_len, 200);
             w = 2u * (size_t)m->depth + (b.p ? strlen(b.p) : 0);
             free(b.p);
-            if (w > wn)
-                wn = w;
-            if ((w = strlen(cli_grouped(m->elements, g1, sizeof g1))) > wc)
-                wc = w;
+            if (w > wn) wn = w;
+            if ((w = strlen(cli_grouped(m->elements, g1, sizeof g1))) > wc) wc = w;
         }
         fputs("modules (parameters):\n", stdout);
         for (i = 0; i < n; i++) {
             const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
             sbuf b;
-            if (!shown(r, m))
-                continue;
+            if (!shown(r, m)) continue;
             memset(&b, 0, sizeof b);
             sb_clean(&b, m->name, m->name_len, 200);
             w = 2u * (size_t)m->depth + (b.p ? strlen(b.p) : 0);
-            printf("  %*s%s%*s  %*s\n", 2 * (int)m->depth, "", b.p ? b.p : "",
-                   (int)(wn - w), "", (int)wc, cli_grouped(m->elements, g1, sizeof g1));
+            printf("  %*s%s%*s  %*s\n", 2 * (int)m->depth, "", b.p ? b.p : "", (int)(wn - w), "",
+                   (int)wc, cli_grouped(m->elements, g1, sizeof g1));
             free(b.p);
-            if ((i & 4095) == 0 && cli_stdout_failed())
-                break;
+            if ((i & 4095) == 0 && cli_stdout_failed()) break;
         }
     }
     return CLI_OK;
@@ -413,8 +390,7 @@ static int print_json(report *r)
     json_str(r->path);
     printf(", \"format\": \"%s\", \"version\": ", ckpt_format_name(r->info.format));
     json_str(r->info.version ? r->info.version : "");
-    printf(", \"byteorder\": \"%s\", \"root\": ",
-           r->info.byteorder == CKPT_BIG ? "big" : "little");
+    printf(", \"byteorder\": \"%s\", \"root\": ", r->info.byteorder == CKPT_BIG ? "big" : "little");
     json_str(r->info.root ? r->info.root : "");
     fputs(", \"key\": ", stdout);
     if (r->key)
@@ -462,12 +438,11 @@ static int print_json(report *r)
             b.len = 0;
             sb_str(&b, "");
             describe(r->f, row, &b);
-            if (b.oom)
-                oom = 1;
+            if (b.oom) oom = 1;
             fputs(", \"summary\": ", stdout);
             json_str(b.p ? b.p : "");
-            printf(", \"tensors\": %llu, \"parameters\": %llu}",
-                   (unsigned long long)row->tensors, (unsigned long long)row->elements);
+            printf(", \"tensors\": %llu, \"parameters\": %llu}", (unsigned long long)row->tensors,
+                   (unsigned long long)row->elements);
         }
         free(b.p);
     }
@@ -486,19 +461,16 @@ static int print_json(report *r)
     for (i = 0, first = 1; i < n; i++) {
         const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
         sbuf b;
-        if (!shown(r, m))
-            continue;
+        if (!shown(r, m)) continue;
         memset(&b, 0, sizeof b);
         sb_add(&b, m->path, m->path_len);
         sb_char(&b, '\0');
         fputs(first ? "{" : ", {", stdout);
         first = 0;
         cli_json_name(stdout, "name", b.p && !b.oom ? b.p : "");
-        printf(", \"depth\": %u, \"tensors\": %llu, \"parameters\": %llu}",
-               (unsigned)m->depth, (unsigned long long)m->tensors,
-               (unsigned long long)m->elements);
-        if (b.oom)
-            oom = 1;
+        printf(", \"depth\": %u, \"tensors\": %llu, \"parameters\": %llu}", (unsigned)m->depth,
+               (unsigned long long)m->tensors, (unsigned long long)m->elements);
+        if (b.oom) oom = 1;
         free(b.p);
     }
     fputs("], \"notes\": [", stdout);
@@ -520,8 +492,7 @@ static int print_json(report *r)
         first = 0;
     }
     fputs("]}\n", stdout);
-    if (oom)
-        return cli_error("%s: out of memory", r->path);
+    if (oom) return cli_error("%s: out of memory", r->path);
     return CLI_OK;
 }
 
@@ -545,8 +516,7 @@ static int info_one(const char *path, void *ctx)
     r.key = o->key;
 
     cli_options(&opt);
-    if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) != 0 &&
-        err.code == CKPT_E_UNSUPPORTED) {
+    if (cli_doc_open(&r.doc, r.path, o->key, &opt, &err) != 0 && err.code == CKPT_E_UNSUPPORTED) {
         /* a tensor layout ckpt does not read: describe the rest */
         first = err;
         opt.skip_tensors = 1;
@@ -557,15 +527,13 @@ static int info_one(const char *path, void *ctx)
     }
     r.f = r.doc.f;
     if (!r.f) {
-        if (o->json && o->multi)
-            cli_json_error_line(path, &err);
+        if (o->json && o->multi) cli_json_error_line(path, &err);
         return cli_report(r.path, &err);
     }
     ckpt_get_info(r.f, &r.info);
     r.sum = ckpt_summarize(r.f, r.doc.root, r.doc.prefix, &err);
     if (!r.sum) {
-        if (o->json && o->multi)
-            cli_json_error_line(path, &err);
+        if (o->json && o->multi) cli_json_error_line(path, &err);
         rc = cli_report(r.path, &err);
     } else {
         r.tot = ckpt_summary_get_totals(r.sum);
@@ -591,24 +559,22 @@ int cmd_info(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops)
-        return cli_error("out of memory");
-    rc = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                   ops, argc, &nops);
-    if (rc == CLI_CONTINUE && nops < 1)
-        rc = cli_usage_error("info: missing FILE");
+    if (!ops) return cli_error("out of memory");
+    rc =
+        cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
+    if (rc == CLI_CONTINUE && nops < 1) rc = cli_usage_error("info: missing FILE");
     o.depth = -1;
     if (rc == CLI_CONTINUE && depth) {
         char *end;
         long d = strtol(depth, &end, 10);
         if (*depth == '\0' || *end != '\0' || d < 1 || d > 100000)
             rc = cli_usage_error("info: --depth takes a number from 1 up, "
-                                 "not '%s'", depth);
+                                 "not '%s'",
+                                 depth);
         o.depth = (int)d;
     }
     o.multi = nops > 1;
-    if (rc == CLI_CONTINUE)
-        rc = cli_batch(ops, nops, o.json, info_one, &o);
+    if (rc == CLI_CONTINUE) rc = cli_batch(ops, nops, o.json, info_one, &o);
     free(ops);
     return rc;
 }

@@ -47,8 +47,7 @@ static size_t format_dims(char *buf, size_t cap, const int64_t *d, uint32_t n)
     uint32_t i;
     buf[len++] = '[';
     for (i = 0; i < n; i++) {
-        int k = snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                         (long long)d[i]);
+        int k = snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)d[i]);
         if (k < 0 || (size_t)k >= cap - len - 1) {
             len = cap - 5;
             memcpy(buf + len, "...", 3);
@@ -64,8 +63,7 @@ static size_t format_dims(char *buf, size_t cap, const int64_t *d, uint32_t n)
 
 static void pad(size_t n)
 {
-    while (n-- > 0)
-        putchar(' ');
+    while (n-- > 0) putchar(' ');
 }
 
 /* "<storage key>+<offset>", the key escaped. */
@@ -112,16 +110,11 @@ static int list_table(const cli_doc *d, const ls_opts *o)
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
         size_t w;
-        if (!listed(d, o, t))
-            continue;
-        if ((w = name_width(cli_doc_name(d, t))) > wname)
-            wname = w;
-        if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype)
-            wdtype = w;
-        if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape)
-            wshape = w;
-        if ((w = strlen(cli_human_size(t->nbytes, size, sizeof size))) > wsize)
-            wsize = w;
+        if (!listed(d, o, t)) continue;
+        if ((w = name_width(cli_doc_name(d, t))) > wname) wname = w;
+        if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype) wdtype = w;
+        if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape) wshape = w;
+        if ((w = strlen(cli_human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
     }
     fputs("NAME", stdout);
     pad(wname - 4 + 2);
@@ -134,8 +127,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
         const char *dt, *name;
         size_t w;
-        if (!listed(d, o, t))
-            continue;
+        if (!listed(d, o, t)) continue;
         name = cli_doc_name(d, t);
         print_name(name);
         pad(wname - name_width(name) + 2);
@@ -151,8 +143,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         pad(2);
         put_storage(f, t);
         putchar('\n');
-        if ((i & 4095) == 0 && cli_stdout_failed())
-            return CLI_FAIL;
+        if ((i & 4095) == 0 && cli_stdout_failed()) return CLI_FAIL;
     }
     return CLI_OK;
 }
@@ -184,8 +175,7 @@ static void json_dims(const int64_t *d, uint32_t n)
     uint32_t i;
     putchar('[');
     for (i = 0; i < n; i++) {
-        if (i)
-            fputs(", ", stdout);
+        if (i) fputs(", ", stdout);
         put_i64(d[i]);
     }
     putchar(']');
@@ -207,12 +197,10 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
         putchar('{');
     }
     printf("\"format\": \"%s\", \"byteorder\": \"%s\", \"tensors\": [",
-           ckpt_format_name(info.format),
-           info.byteorder == CKPT_BIG ? "big" : "little");
+           ckpt_format_name(info.format), info.byteorder == CKPT_BIG ? "big" : "little");
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
-        if (!listed(d, o, t))
-            continue;
+        if (!listed(d, o, t)) continue;
         fputs(first ? "{" : ", {", stdout);
         first = 0;
         cli_json_name(stdout, "name", cli_doc_name(d, t));
@@ -235,8 +223,7 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
         } else {
             fputs("null}", stdout);
         }
-        if ((i & 4095) == 0 && cli_stdout_failed())
-            return CLI_FAIL;
+        if ((i & 4095) == 0 && cli_stdout_failed()) return CLI_FAIL;
     }
     fputs("]}\n", stdout);
     return CLI_OK;
@@ -251,8 +238,7 @@ static void say_empty(const cli_doc *d, const ls_opts *o, const char *path)
     memset(&b, 0, sizeof b);
     ckpt_get_info(d->f, &info);
     for (i = 0; i < n; i++)
-        if (cli_doc_has(d, ckpt_tensor_at(d->f, i)))
-            under++;
+        if (cli_doc_has(d, ckpt_tensor_at(d->f, i))) under++;
     if (under > 0 && o->filter) {
         sb_str(&b, "no tensor name matches '");
         cli_escape(&b, o->filter, strlen(o->filter), (size_t)-1, 0);
@@ -280,14 +266,12 @@ static int ls_one(const char *path, void *ctx)
     size_t i, n, shown = 0;
     int r;
     if (cli_doc_open(&d, path, o->key, &o->opt, &err) != 0) {
-        if (o->json && o->multi)
-            cli_json_error_line(path, &err);
+        if (o->json && o->multi) cli_json_error_line(path, &err);
         return cli_report(path, &err);
     }
     n = ckpt_tensor_count(d.f);
     for (i = 0; i < n && shown == 0; i++)
-        if (listed(&d, o, ckpt_tensor_at(d.f, i)))
-            shown++;
+        if (listed(&d, o, ckpt_tensor_at(d.f, i))) shown++;
     if (o->json) {
         r = list_json(&d, o, path);
     } else if (shown == 0) {
@@ -313,12 +297,9 @@ int cmd_ls(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops)
-        return cli_error("out of memory");
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, argc, &nops);
-    if (r == CLI_CONTINUE && nops < 1)
-        r = cli_usage_error("ls: missing FILE");
+    if (!ops) return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1) r = cli_usage_error("ls: missing FILE");
     if (r == CLI_CONTINUE) {
         cli_options(&o.opt);
         o.multi = nops > 1;

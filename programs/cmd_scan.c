@@ -28,7 +28,6 @@
 
 #define SCAN_DANGEROUS 3 /* exit status: something can run code */
 
-
 static const char usage[] =
     "Usage: ckpt scan [--strict] [--json] FILE...\n"
     "List every global (class or function) the file's pickles reference,\n"
@@ -94,8 +93,7 @@ static void put_shown(const char *s)
 
 static void pad(size_t n)
 {
-    while (n-- > 0)
-        putchar(' ');
+    while (n-- > 0) putchar(' ');
 }
 
 static size_t global_width(const ckpt_scan_item *it)
@@ -110,17 +108,13 @@ static void print_table(const ckpt_scan_report *s)
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
         size_t w;
-        if ((w = strlen(ckpt_verdict_name(it->verdict))) > wv)
-            wv = w;
-        if ((w = global_width(it)) > wg)
-            wg = w;
-        if ((w = shown_width(it->pickle)) > wp)
-            wp = w;
-        if ((w = (size_t)snprintf(num, sizeof num, "%lld", (long long)it->offset)) > wo)
-            wo = w;
+        if ((w = strlen(ckpt_verdict_name(it->verdict))) > wv) wv = w;
+        if ((w = global_width(it)) > wg) wg = w;
+        if ((w = shown_width(it->pickle)) > wp) wp = w;
+        if ((w = (size_t)snprintf(num, sizeof num, "%lld", (long long)it->offset)) > wo) wo = w;
     }
-    printf("%-*s  %-*s  %-*s  %*s  %-6s  %s\n", (int)wv, "VERDICT", (int)wg,
-           "GLOBAL", (int)wp, "PICKLE", (int)wo, "OFFSET", "CALLED", "WHY");
+    printf("%-*s  %-*s  %-*s  %*s  %-6s  %s\n", (int)wv, "VERDICT", (int)wg, "GLOBAL", (int)wp,
+           "PICKLE", (int)wo, "OFFSET", "CALLED", "WHY");
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
         printf("%-*s  ", (int)wv, ckpt_verdict_name(it->verdict));
@@ -136,8 +130,7 @@ static void print_table(const ckpt_scan_report *s)
         else
             fputs(it->called ? "yes" : "no", stdout);
         putchar('\n');
-        if ((i & 4095) == 0 && cli_stdout_failed())
-            return;
+        if ((i & 4095) == 0 && cli_stdout_failed()) return;
     }
 }
 
@@ -150,9 +143,8 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
     int complete = ckpt_scan_error(s) == NULL;
     fputs("summary: ", stdout);
     put_shown(path);
-    printf(": %zu global%s%s: %zu safe, %zu unknown, %zu dangerous", n,
-           n == 1 ? "" : "s", complete ? "" : " met before the error", safe, unknown,
-           dangerous);
+    printf(": %zu global%s%s: %zu safe, %zu unknown, %zu dangerous", n, n == 1 ? "" : "s",
+           complete ? "" : " met before the error", safe, unknown, dangerous);
     if (dangerous)
         printf(" (%zu called) -- DANGEROUS: torch.load(weights_only=False) of "
                "this file can run code",
@@ -165,8 +157,7 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
               stdout);
     else
         fputs(" -- nothing dangerous", stdout);
-    if (!complete)
-        fputs("; the rest of the file could not be read", stdout);
+    if (!complete) fputs("; the rest of the file could not be read", stdout);
     putchar('\n');
 }
 
@@ -233,13 +224,11 @@ static void print_json(const char *path, const ckpt_scan_report *s)
                ckpt_verdict_name(it->verdict));
         json_str(it->why);
         putchar('}');
-        if ((i & 4095) == 0 && cli_stdout_failed())
-            return;
+        if ((i & 4095) == 0 && cli_stdout_failed()) return;
     }
     fputs("], \"notes\": [", stdout);
     for (i = 0; i < nn; i++) {
-        if (i)
-            fputs(", ", stdout);
+        if (i) fputs(", ", stdout);
         json_str(ckpt_scan_note_at(s, i));
     }
     fputs("]}\n", stdout);
@@ -263,13 +252,11 @@ static int scan_one(const char *path, void *ctx)
     cli_options(&opt);
     r = cli_input_reader(path, &rd, &err);
     if (r < 0) {
-        if (o->json)
-            cli_json_error_line(path, &err);
+        if (o->json) cli_json_error_line(path, &err);
         return cli_report(path, &err);
     }
     s = r ? ckpt_scan_reader(&rd, &opt, flags, &err) : ckpt_scan_path(path, &opt, flags, &err);
-    if (!s)
-        return cli_report(path, &err);
+    if (!s) return cli_report(path, &err);
     complete = ckpt_scan_error(s) == NULL;
     if (o->json) {
         print_json(path, s);
@@ -305,14 +292,10 @@ int cmd_scan(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops)
-        return cli_error("out of memory");
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, argc, &nops);
-    if (r == CLI_CONTINUE && nops < 1)
-        r = cli_usage_error("scan: missing FILE");
-    if (r == CLI_CONTINUE)
-        r = cli_batch(ops, nops, o.json, scan_one, &o);
+    if (!ops) return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1) r = cli_usage_error("scan: missing FILE");
+    if (r == CLI_CONTINUE) r = cli_batch(ops, nops, o.json, scan_one, &o);
     free(ops);
     return r;
 }

@@ -54,14 +54,12 @@ static int write_json(void *ctx, const char *p, size_t n)
     jout *j = ctx;
     if (!j->streaming && j->buf.len + n <= JSON_BUFFER) {
         sb_add(&j->buf, p, n);
-        if (!j->buf.oom)
-            return 0;
+        if (!j->buf.oom) return 0;
         j->buf.oom = 0; /* no memory for more: stream what there is */
     }
     if (!j->streaming) {
         j->streaming = 1;
-        if (j->buf.len && fwrite(j->buf.p, 1, j->buf.len, stdout) != j->buf.len)
-            return -1;
+        if (j->buf.len && fwrite(j->buf.p, 1, j->buf.len, stdout) != j->buf.len) return -1;
         sb_free(&j->buf);
     }
     return fwrite(p, 1, n, stdout) == n ? 0 : -1;
@@ -85,28 +83,22 @@ static int show_json(const cli_doc *d, const char *path, int multi)
         char *p = NULL;
         size_t n = 0;
         FILE *m = open_memstream(&p, &n);
-        if (!m)
-            return cli_error("out of memory");
+        if (!m) return cli_error("out of memory");
         fputs("{\"file\": ", m);
         cli_json_string(m, path, strlen(path));
         fputs(", \"value\": ", m);
         fclose(m);
-        if (!p)
-            return cli_error("out of memory");
+        if (!p) return cli_error("out of memory");
         sb_add(&j.buf, p, n);
         free(p);
     }
     r = ckpt_value_to_json(d->f, d->root, multi ? 0 : 2, write_json, &j, &err);
-    if (r == 0)
-        r = write_json(&j, multi ? "}\n" : "\n", multi ? 2 : 1);
-    if (r == 0 && !j.streaming && j.buf.len &&
-        fwrite(j.buf.p, 1, j.buf.len, stdout) != j.buf.len)
+    if (r == 0) r = write_json(&j, multi ? "}\n" : "\n", multi ? 2 : 1);
+    if (r == 0 && !j.streaming && j.buf.len && fwrite(j.buf.p, 1, j.buf.len, stdout) != j.buf.len)
         r = -1;
     sb_free(&j.buf);
-    if (r == 0)
-        return CLI_OK;
-    if (cli_stdout_failed())
-        return CLI_FAIL; /* reported by cli_stdout_finish() */
+    if (r == 0) return CLI_OK;
+    if (cli_stdout_failed()) return CLI_FAIL; /* reported by cli_stdout_finish() */
     if (j.streaming) {
         putchar('\n');
         cli_json_error_line(path, &err);
@@ -126,12 +118,9 @@ static int write_stdout(void *ctx, const char *p, size_t n)
 static int show_tree(const cli_doc *d, const char *path)
 {
     ckpt_error err;
-    if (!d->root)
-        return CLI_OK;
-    if (ckpt_value_to_text(d->f, d->root, write_stdout, NULL, NULL, &err) == 0)
-        return CLI_OK;
-    if (cli_stdout_failed())
-        return CLI_FAIL; /* reported by cli_stdout_finish() */
+    if (!d->root) return CLI_OK;
+    if (ckpt_value_to_text(d->f, d->root, write_stdout, NULL, NULL, &err) == 0) return CLI_OK;
+    if (cli_stdout_failed()) return CLI_FAIL; /* reported by cli_stdout_finish() */
     return cli_report(path, &err);
 }
 
@@ -142,8 +131,7 @@ static int show_one(const char *path, void *ctx)
     ckpt_error err;
     int r;
     if (cli_doc_open(&d, path, o->key, &o->opt, &err) != 0) {
-        if (o->json && o->multi)
-            cli_json_error_line(path, &err);
+        if (o->json && o->multi) cli_json_error_line(path, &err);
         return cli_report(path, &err);
     }
     r = o->json ? show_json(&d, path, o->multi) : show_tree(&d, path);
@@ -163,12 +151,9 @@ int cmd_show(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops)
-        return cli_error("out of memory");
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, argc, &nops);
-    if (r == CLI_CONTINUE && nops < 1)
-        r = cli_usage_error("show: missing FILE");
+    if (!ops) return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1) r = cli_usage_error("show: missing FILE");
     if (r == CLI_CONTINUE) {
         cli_options(&o.opt);
         o.multi = nops > 1;

@@ -45,7 +45,7 @@ static const char usage[] =
 
 typedef struct verify_opts {
     int json, multi;
-    sbuf notes; /* --json: the notes as JSON strings, ", "-separated */
+    sbuf notes;   /* --json: the notes as JSON strings, ", "-separated */
     progress bar; /* on a terminal, for a long check */
     uint64_t last;
 } verify_opts;
@@ -53,12 +53,9 @@ typedef struct verify_opts {
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
     verify_opts *o = ctx;
-    if (o->multi)
-        return; /* several files: cli_batch() draws one bar for them all */
-    if (o->bar.total == 0 && total > 0)
-        progress_start(&o->bar, total, "verifying");
-    if (done > o->last)
-        progress_advance(&o->bar, done - o->last);
+    if (o->multi) return; /* several files: cli_batch() draws one bar for them all */
+    if (o->bar.total == 0 && total > 0) progress_start(&o->bar, total, "verifying");
+    if (done > o->last) progress_advance(&o->bar, done - o->last);
     o->last = done;
 }
 
@@ -71,20 +68,16 @@ static void put_clean(const char *s)
 static void print_note(void *ctx, const char *line)
 {
     verify_opts *o = ctx;
-    if (o)
-        progress_hide(&o->bar);
+    if (o) progress_hide(&o->bar);
     if (o && o->json) {
         char *p = NULL;
         size_t n = 0;
         FILE *m = open_memstream(&p, &n);
-        if (!m)
-            return;
-        if (o->notes.len)
-            fputs(", ", m);
+        if (!m) return;
+        if (o->notes.len) fputs(", ", m);
         cli_json_string(m, line, strlen(line));
         fclose(m);
-        if (p)
-            sb_add(&o->notes, p, n);
+        if (p) sb_add(&o->notes, p, n);
         free(p);
         return;
     }
@@ -107,8 +100,8 @@ static void json_error(const ckpt_error *err)
 
 /* One line: {"file", "ok", "format", "version", "tensors", "storages",
  * "bytes", "file_size", "tensors_checked", "notes", "error"}. */
-static void print_json(verify_opts *o, const char *path, ckpt_file *f,
-                       int skipped, const ckpt_error *err)
+static void print_json(verify_opts *o, const char *path, ckpt_file *f, int skipped,
+                       const ckpt_error *err)
 {
     ckpt_info info;
     fputs("{\"file\": ", stdout);
@@ -121,8 +114,7 @@ static void print_json(verify_opts *o, const char *path, ckpt_file *f,
                         info.version ? strlen(info.version) : 0);
         printf(", \"tensors\": %zu, \"storages\": %zu, \"bytes\": %llu, "
                "\"file_size\": %llu, \"tensors_checked\": %s",
-               info.tensor_count, info.storage_count,
-               (unsigned long long)info.total_bytes,
+               info.tensor_count, info.storage_count, (unsigned long long)info.total_bytes,
                (unsigned long long)info.file_size, skipped ? "false" : "true");
     } else {
         fputs("null, \"version\": null, \"tensors\": null, \"storages\": null, "
@@ -130,8 +122,7 @@ static void print_json(verify_opts *o, const char *path, ckpt_file *f,
               stdout);
     }
     fputs(", \"notes\": [", stdout);
-    if (o->notes.p)
-        fwrite(o->notes.p, 1, o->notes.len, stdout);
+    if (o->notes.p) fwrite(o->notes.p, 1, o->notes.len, stdout);
     fputs("], \"error\": ", stdout);
     if (err)
         json_error(err);
@@ -169,8 +160,7 @@ static int verify_one(const char *path, void *ctx)
             err = first;
     }
     if (!f) { /* the library names a damaged record when damage stops the open */
-        if (o->json)
-            print_json(o, path, NULL, 0, &err); /* one line per file, always */
+        if (o->json) print_json(o, path, NULL, 0, &err); /* one line per file, always */
         fflush(stdout);
         return cli_report(path, &err);
     }
@@ -197,8 +187,7 @@ static int verify_one(const char *path, void *ctx)
         const char *n = ckpt_note_at(f, i);
         print_note(o, n ? n : "");
     }
-    if (o->json)
-        print_json(o, path, f, skipped, r != 0 ? &err : NULL);
+    if (o->json) print_json(o, path, f, skipped, r != 0 ? &err : NULL);
     if (r != 0) {
         fflush(stdout);
         r = cli_report(path, &err);
@@ -223,10 +212,8 @@ static int verify_one(const char *path, void *ctx)
                info.storage_count == 1 ? "" : "s");
     else
         printf(", %s tensor%s in %s storage%s (%s bytes of tensor data)",
-               cli_grouped(info.tensor_count, b1, sizeof b1),
-               info.tensor_count == 1 ? "" : "s",
-               cli_grouped(info.storage_count, b2, sizeof b2),
-               info.storage_count == 1 ? "" : "s",
+               cli_grouped(info.tensor_count, b1, sizeof b1), info.tensor_count == 1 ? "" : "s",
+               cli_grouped(info.storage_count, b2, sizeof b2), info.storage_count == 1 ? "" : "s",
                cli_grouped(info.total_bytes, b3, sizeof b3));
     printf(", file of %s bytes\n", cli_grouped(info.file_size, b1, sizeof b1));
     ckpt_close(f);
@@ -244,12 +231,9 @@ int cmd_verify(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops)
-        return cli_error("out of memory");
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage,
-                  ops, argc, &nops);
-    if (r == CLI_CONTINUE && nops < 1)
-        r = cli_usage_error("verify: missing FILE");
+    if (!ops) return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
+    if (r == CLI_CONTINUE && nops < 1) r = cli_usage_error("verify: missing FILE");
     if (r == CLI_CONTINUE) {
         o.multi = nops > 1;
         r = cli_batch(ops, nops, o.json, verify_one, &o);

@@ -52,8 +52,7 @@ static char tmp_name[PATH_MAX + NAME_MAX + 16];
 
 static void on_signal(int sig)
 {
-    if (tmp_live)
-        unlink(tmp_name);
+    if (tmp_live) unlink(tmp_name);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -81,8 +80,7 @@ static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
-    if (p)
-        memcpy(p, s, n);
+    if (p) memcpy(p, s, n);
     return p;
 }
 
@@ -98,8 +96,7 @@ static char *temp_pattern(const char *path)
     int shortform = blen + 9 > NAME_MAX || dirlen + blen + 9 >= PATH_MAX;
     need = dirlen + (shortform ? 16 : blen + 16);
     t = malloc(need);
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     memcpy(t, path, dirlen);
     if (shortform)
         snprintf(t + dirlen, need - dirlen, ".ckpt.XXXXXX");
@@ -124,8 +121,7 @@ static void sync_dir(const char *path)
             dir[n] = '\0';
         }
     }
-    if (!dir)
-        return;
+    if (!dir) return;
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);
@@ -137,11 +133,9 @@ static void sync_dir(const char *path)
 int cli_same_file(const char *input, const struct stat *out_st)
 {
     struct stat in;
-    if (!input)
-        return 0;
+    if (!input) return 0;
     if (strcmp(input, "-") == 0) {
-        if (fstat(STDIN_FILENO, &in) != 0)
-            return 0;
+        if (fstat(STDIN_FILENO, &in) != 0) return 0;
     } else if (stat(input, &in) != 0) {
         return 0;
     }
@@ -189,8 +183,7 @@ int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts)
     o->fd = -1;
     o->sync = opts->sync;
     o->shown = path;
-    if (path[0] == '\0')
-        return fail(o, "ckpt", "the output file name is empty");
+    if (path[0] == '\0') return fail(o, "ckpt", "the output file name is empty");
 
     if (strcmp(path, "-") == 0) {
         o->shown = "standard output";
@@ -202,8 +195,7 @@ int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts)
     }
 
     exists = stat(path, &st) == 0;
-    if (!exists && errno != ENOENT)
-        return fail(o, path, strerror(errno));
+    if (!exists && errno != ENOENT) return fail(o, path, strerror(errno));
     if (!exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
         return fail(o, path, "is a dangling symbolic link; not writing through it");
     if (exists && opts->no_follow && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
@@ -212,20 +204,18 @@ int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts)
     }
     if (exists && cli_same_file(opts->input, &st))
         return fail(o, path, "is the same file as the input; not writing over it");
-    if (exists && S_ISDIR(st.st_mode))
-        return fail(o, path, "is a directory");
+    if (exists && S_ISDIR(st.st_mode)) return fail(o, path, "is a directory");
 
     if (exists && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-        if (opts->no_follow)
-            return fail(o, path, "exists and is not a regular file");
+        if (opts->no_follow) return fail(o, path, "exists and is not a regular file");
         if (S_ISBLK(st.st_mode) && !opts->force)
             return fail(o, path, "is a block device; --force writes to it");
         /* a device, a FIFO or a socket: written in place, never replaced */
         fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
         if (fd < 0) {
             int e = errno;
-            return fail(o, path, e == ENXIO ? "cannot be opened for writing (a socket?)"
-                                            : strerror(e));
+            return fail(o, path,
+                        e == ENXIO ? "cannot be opened for writing (a socket?)" : strerror(e));
         }
         return open_in_place(o, fd, 1);
     }
@@ -241,16 +231,13 @@ int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts)
     target = path;
     if (exists && !opts->no_follow && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
         resolved = realpath(path, NULL);
-        if (!resolved)
-            return fail(o, path, strerror(errno));
+        if (!resolved) return fail(o, path, strerror(errno));
         target = resolved;
     }
     o->path = resolved ? resolved : dup_str(target);
     o->tmp = temp_pattern(target);
-    if (!o->path || !o->tmp)
-        return fail(o, path, strerror(ENOMEM));
-    if (strlen(o->tmp) >= sizeof tmp_name)
-        return fail(o, path, "name too long");
+    if (!o->path || !o->tmp) return fail(o, path, strerror(ENOMEM));
+    if (strlen(o->tmp) >= sizeof tmp_name) return fail(o, path, "name too long");
     o->replace = exists;
     fd = mkstemp(o->tmp);
     if (fd < 0) {
@@ -298,8 +285,7 @@ int cli_out_commit(cli_out *o)
     }
     if (fflush(o->fp) != 0 || ferror(o->fp))
         e = errno != 0 ? errno : EIO;
-    else if (o->sync && fsync(o->fd) != 0 && errno != EINVAL && errno != ENOTSUP &&
-             errno != EROFS)
+    else if (o->sync && fsync(o->fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS)
         e = errno;
     if (o->is_stdout) {
         /* stdout stays open: cli_stdout_finish() closes it */
@@ -310,8 +296,7 @@ int cli_out_commit(cli_out *o)
         }
         return 0;
     }
-    if (fclose(o->fp) != 0 && e == 0)
-        e = errno != 0 ? errno : EIO;
+    if (fclose(o->fp) != 0 && e == 0) e = errno != 0 ? errno : EIO;
     o->fp = NULL;
     o->fd = -1;
     if (e != 0) {
@@ -324,8 +309,7 @@ int cli_out_commit(cli_out *o)
         return 0;
     }
     if (o->replace) {
-        if (rename(o->tmp, o->path) != 0)
-            e = errno;
+        if (rename(o->tmp, o->path) != 0) e = errno;
     } else if (link(o->tmp, o->path) == 0) {
         unlink(o->tmp);
     } else {
@@ -345,8 +329,7 @@ int cli_out_commit(cli_out *o)
         cli_out_abort(o);
         return -1;
     }
-    if (o->sync)
-        sync_dir(o->path);
+    if (o->sync) sync_dir(o->path);
     tmp_live = 0;
     watch_signals(0);
     free(o->tmp);
@@ -394,16 +377,12 @@ int cli_mkdirs(const char *dir)
     size_t i, n = strlen(dir);
     struct stat st;
     int r = CLI_OK;
-    if (n == 0)
-        return cli_error("the output directory name is empty");
+    if (n == 0) return cli_error("the output directory name is empty");
     p = dup_str(dir);
-    if (!p)
-        return cli_error("%s: %s", dir, strerror(ENOMEM));
+    if (!p) return cli_error("%s: %s", dir, strerror(ENOMEM));
     for (i = 1; i <= n && r == CLI_OK; i++) {
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
-        if (p[i - 1] == '/')
-            continue;
+        if (p[i] != '/' && p[i] != '\0') continue;
+        if (p[i - 1] == '/') continue;
         p[i] = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
             r = cli_error("%s: %s", p, strerror(errno));
@@ -411,8 +390,7 @@ int cli_mkdirs(const char *dir)
             r = cli_error("%s: %s", p, strerror(errno));
         else if (!S_ISDIR(st.st_mode))
             r = cli_error("%s: not a directory", p);
-        if (i < n)
-            p[i] = '/';
+        if (i < n) p[i] = '/';
     }
     free(p);
     return r;
@@ -442,12 +420,10 @@ static int spool_stdin(ckpt_error *err)
     size_t len;
     int fd;
 
-    if (!tmpdir || !*tmpdir)
-        tmpdir = "/tmp";
+    if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
     len = strlen(tmpdir) + 24;
     name = malloc(len);
-    if (!name)
-        return in_fail(err, "%s%s", strerror(ENOMEM), "");
+    if (!name) return in_fail(err, "%s%s", strerror(ENOMEM), "");
     snprintf(name, len, "%s/ckpt-stdin.XXXXXX", tmpdir);
     fd = mkstemp(name);
     if (fd < 0) {
@@ -459,12 +435,10 @@ static int spool_stdin(ckpt_error *err)
     free(name);
     for (;;) {
         ssize_t n = read(STDIN_FILENO, buf, sizeof buf), w = 0;
-        if (n == 0)
-            break;
+        if (n == 0) break;
         if (n < 0) {
             int e = errno;
-            if (e == EINTR)
-                continue;
+            if (e == EINTR) continue;
             close(fd);
             return in_fail(err, "%s%s", strerror(e), "");
         }
@@ -472,8 +446,7 @@ static int spool_stdin(ckpt_error *err)
             ssize_t k = write(fd, buf + w, (size_t)(n - w));
             if (k < 0) {
                 int e = errno;
-                if (e == EINTR)
-                    continue;
+                if (e == EINTR) continue;
                 close(fd);
                 return in_fail(err, "spooling it to %s: %s", tmpdir, strerror(e));
             }
@@ -491,8 +464,7 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
 
     if (strcmp(path, "-") != 0) {
         fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return in_fail(err, "%s%s", strerror(errno), "");
+        if (fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
         if (fstat(fd, &st) != 0) {
             int e = errno;
             close(fd);
@@ -504,8 +476,9 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
         }
         if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
             close(fd);
-            return in_fail(err, "needs a seekable file (this is a %s); pipe it in as "
-                                "'-' to read it from standard input%s",
+            return in_fail(err,
+                           "needs a seekable file (this is a %s); pipe it in as "
+                           "'-' to read it from standard input%s",
                            S_ISFIFO(st.st_mode)  ? "FIFO or pipe"
                            : S_ISCHR(st.st_mode) ? "character device"
                                                  : "special file",
@@ -517,25 +490,20 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
     }
 
     if (spool_fd < 0) {
-        if (fstat(STDIN_FILENO, &st) != 0)
-            return in_fail(err, "%s%s", strerror(errno), "");
+        if (fstat(STDIN_FILENO, &st) != 0) return in_fail(err, "%s%s", strerror(errno), "");
         if (S_ISREG(st.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
             spool_fd = dup(STDIN_FILENO); /* a file redirected in: read in place */
-            if (spool_fd < 0)
-                return in_fail(err, "%s%s", strerror(errno), "");
+            if (spool_fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
         } else if (isatty(STDIN_FILENO)) {
-            return in_fail(err, "is a terminal; pipe a checkpoint in, or name a file%s%s",
-                           "", "");
+            return in_fail(err, "is a terminal; pipe a checkpoint in, or name a file%s%s", "", "");
         } else if (spool_stdin(err) != CLI_OK) {
             return CLI_FAIL;
         }
     }
     /* every "-" reads the same bytes */
-    if (fstat(spool_fd, &st) != 0)
-        return in_fail(err, "%s%s", strerror(errno), "");
+    if (fstat(spool_fd, &st) != 0) return in_fail(err, "%s%s", strerror(errno), "");
     fd = dup(spool_fd);
-    if (fd < 0)
-        return in_fail(err, "%s%s", strerror(errno), "");
+    if (fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
     *fd_out = fd;
     *size_out = (uint64_t)st.st_size;
     return CLI_OK;
@@ -547,13 +515,10 @@ int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n)
     unsigned char *p = buf;
     while (n > 0) {
         ssize_t k;
-        if (offset > (uint64_t)INT64_MAX)
-            return -1;
+        if (offset > (uint64_t)INT64_MAX) return -1;
         k = pread(fd, p, n, (off_t)offset);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
         p += k;
         n -= (size_t)k;
         offset += (uint64_t)k;
@@ -561,7 +526,10 @@ int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n)
     return 0;
 }
 
-static void close_reader(void *opaque) { close((int)(intptr_t)opaque); }
+static void close_reader(void *opaque)
+{
+    close((int)(intptr_t)opaque);
+}
 
 int cli_input_reader(const char *path, ckpt_reader *rd, ckpt_error *err)
 {
@@ -576,14 +544,12 @@ int cli_input_reader(const char *path, ckpt_reader *rd, ckpt_error *err)
          * wrong: a FIFO or a device is not seekable */
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
             !S_ISBLK(st.st_mode)) {
-            if (cli_input_fd(path, &fd, &size, err) == CLI_OK)
-                close(fd);
+            if (cli_input_fd(path, &fd, &size, err) == CLI_OK) close(fd);
             return -1;
         }
         return 0;
     }
-    if (cli_input_fd(path, &fd, &size, err) != CLI_OK)
-        return -1;
+    if (cli_input_fd(path, &fd, &size, err) != CLI_OK) return -1;
     memset(rd, 0, sizeof *rd);
     rd->read = cli_pread_reader;
     rd->close = close_reader;
@@ -596,7 +562,6 @@ ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error 
 {
     ckpt_reader rd;
     int r = cli_input_reader(path, &rd, err);
-    if (r < 0)
-        return NULL;
+    if (r < 0) return NULL;
     return r ? ckpt_open_reader(&rd, opt, err) : ckpt_open(path, opt, err);
 }

@@ -15,8 +15,7 @@
 
 static long long ms_between(const struct timespec *a, const struct timespec *b)
 {
-    return (long long)(b->tv_sec - a->tv_sec) * 1000 +
-           (b->tv_nsec - a->tv_nsec) / 1000000;
+    return (long long)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
 }
 
 void progress_start(progress *p, uint64_t total, const char *label)
@@ -41,12 +40,10 @@ static void draw(progress *p)
     memset(bar, '#', (size_t)fill);
     memset(bar + fill, '.', (size_t)(BAR_WIDTH - fill));
     bar[BAR_WIDTH] = '\0';
-    n = snprintf(line, sizeof line, "ckpt: %s [%s] %3d%%  %.1f / %.1f MiB",
-                 p->label, bar, pct, (double)done / mib, (double)p->total / mib);
-    if (n < 0)
-        return;
-    if (n >= (int)sizeof line)
-        n = (int)sizeof line - 1;
+    n = snprintf(line, sizeof line, "ckpt: %s [%s] %3d%%  %.1f / %.1f MiB", p->label, bar, pct,
+                 (double)done / mib, (double)p->total / mib);
+    if (n < 0) return;
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
     /* pad over a longer previous line, then return to the line's start */
     fprintf(stderr, "\r%s%*s\r", line, p->width > n ? p->width - n : 0, "");
     fflush(stderr);
@@ -58,13 +55,10 @@ void progress_advance(progress *p, uint64_t n)
 {
     struct timespec now;
     p->done += n;
-    if (!p->tty)
-        return;
+    if (!p->tty) return;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (!p->shown) {
-        if (p->total < PROGRESS_MIN_BYTES &&
-            ms_between(&p->start, &now) < PROGRESS_MIN_MS)
-            return;
+        if (p->total < PROGRESS_MIN_BYTES && ms_between(&p->start, &now) < PROGRESS_MIN_MS) return;
     } else if (ms_between(&p->last, &now) < 100) {
         return;
     }
@@ -74,8 +68,7 @@ void progress_advance(progress *p, uint64_t n)
 
 void progress_hide(progress *p)
 {
-    if (!p->shown)
-        return;
+    if (!p->shown) return;
     fprintf(stderr, "\r%*s\r", p->width, "");
     fflush(stderr);
     p->shown = 0;

@@ -18,8 +18,8 @@
 #define PROGRESS_MIN_MS 500
 
 typedef struct progress {
-    int tty;        /* stderr is a terminal */
-    int shown;      /* a line is on screen; its width */
+    int tty;   /* stderr is a terminal */
+    int shown; /* a line is on screen; its width */
     int width;
     const char *label;
     uint64_t total, done;

@@ -17,14 +17,12 @@ size_t cli_escape(sbuf *b, const char *s, size_t n, size_t limit, unsigned flags
 {
     char tmp[1024];
     size_t done = 0, c, len;
-    if (limit > n)
-        limit = n;
+    if (limit > n) limit = n;
     while (done < limit) {
         len = ckpt_escape(tmp, sizeof tmp, s + done, n - done, limit - done, flags, &c);
         sb_add(b, tmp, len);
         done += c;
-        if (c == 0)
-            break; /* a character crosses the limit */
+        if (c == 0) break; /* a character crosses the limit */
     }
     return done;
 }
@@ -41,11 +39,9 @@ size_t cli_term_put(FILE *out, const char *s)
     while (done < n) {
         len = ckpt_escape(tmp, sizeof tmp, s + done, n - done, (size_t)-1, 0, &c);
         fwrite(tmp, 1, len, out);
-        for (i = 0; i < len; i++)
-            w += ((unsigned char)tmp[i] & 0xC0) != 0x80;
+        for (i = 0; i < len; i++) w += ((unsigned char)tmp[i] & 0xC0) != 0x80;
         done += c;
-        if (c == 0)
-            break;
+        if (c == 0) break;
     }
     return w;
 }

@@ -35,19 +35,22 @@ static long failures, mutants;
 static double slowest;
 static char slowest_name[300];
 
-static double now(void) {
+static double now(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int sink_write(void *ctx, const char *s, size_t n) {
+static int sink_write(void *ctx, const char *s, size_t n)
+{
     (void)s;
     *(uint64_t *)ctx += n;
     return 0;
 }
 
-static const char *unclean(const ckpt_error *e) {
+static const char *unclean(const ckpt_error *e)
+{
     size_t n = strnlen(e->message, sizeof e->message);
     if (e->code == CKPT_OK) return "failure with code 0";
     if (n == 0) return "failure with an empty message";
@@ -59,12 +62,14 @@ static const char *unclean(const ckpt_error *e) {
 }
 
 static void report(const char *file, const char *kind, size_t n, const uint8_t *data, size_t size,
-                   const char *what, const ckpt_error *e) {
+                   const char *what, const ckpt_error *e)
+{
     failures++;
     char out[400];
     const char *base = strrchr(file, '/');
     snprintf(out, sizeof out, "mutant-%s-%s-%zu", base ? base + 1 : file, kind, n);
-    printf("FAIL %s %s %zu: %s [%s] (saved as %s)\n", file, kind, n, what, e ? e->message : "", out);
+    printf("FAIL %s %s %zu: %s [%s] (saved as %s)\n", file, kind, n, what, e ? e->message : "",
+           out);
     FILE *fp = fopen(out, "wb");
     if (fp) {
         fwrite(data, 1, size, fp);
@@ -73,7 +78,8 @@ static void report(const char *file, const char *kind, size_t n, const uint8_t *
 }
 
 /* 0 clean, -1 not clean (reported). */
-static void check(const char *file, const char *kind, size_t n, const uint8_t *data, size_t size) {
+static void check(const char *file, const char *kind, size_t n, const uint8_t *data, size_t size)
+{
     ckpt_error err;
     const char *why;
     double t0 = now();
@@ -96,7 +102,8 @@ static void check(const char *file, const char *kind, size_t n, const uint8_t *d
         } else {
             const uint8_t *p = ckpt_tensor_data(f, t, &err);
             if (p && (p < data || p + nb > data + size || memcmp(p, buf, nb) != 0))
-                report(file, kind, n, data, size, "zero-copy view outside the file or unlike the read", NULL);
+                report(file, kind, n, data, size,
+                       "zero-copy view outside the file or unlike the read", NULL);
             if (nb > 2) {
                 uint8_t *part = malloc(nb - 2);
                 if (part && ckpt_tensor_read_range(f, t, 1, part, nb - 2, &err) == 0 &&
@@ -109,7 +116,8 @@ static void check(const char *file, const char *kind, size_t n, const uint8_t *d
     }
     uint64_t out = 0;
     memset(&err, 0, sizeof err);
-    if (ckpt_value_to_json(f, NULL, (int)(n & 1), sink_write, &out, &err) != 0 && (why = unclean(&err)))
+    if (ckpt_value_to_json(f, NULL, (int)(n & 1), sink_write, &out, &err) != 0 &&
+        (why = unclean(&err)))
         report(file, kind, n, data, size, why, &err);
     ckpt_close(f);
 timing:;
@@ -121,14 +129,16 @@ timing:;
 }
 
 static uint64_t rng_state;
-static uint64_t rng(void) { /* splitmix64 */
+static uint64_t rng(void)
+{ /* splitmix64 */
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-static int mutate_file(const char *path, long flips, long truncs) {
+static int mutate_file(const char *path, long flips, long truncs)
+{
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         perror(path);
@@ -155,7 +165,9 @@ static int mutate_file(const char *path, long flips, long truncs) {
     /* truncations, each into an exact-size buffer so ASan sees overreads */
     size_t nt = size < 4096 ? size : (size_t)truncs;
     for (size_t k = 0; k < nt + (size < 4096 ? 0 : 64); k++) {
-        size_t len = size < 4096 ? k : k < nt ? (size_t)((double)k * (double)size / (double)nt) : size - 64 + (k - nt);
+        size_t len = size < 4096 ? k
+                     : k < nt    ? (size_t)((double)k * (double)size / (double)nt)
+                                 : size - 64 + (k - nt);
         uint8_t *cut = malloc(len ? len : 1);
         if (!cut) continue;
         memcpy(cut, orig, len);
@@ -167,7 +179,8 @@ static int mutate_file(const char *path, long flips, long truncs) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     rng_state = 1469598103934665603ull;
-    for (const char *c = base; *c; c++) rng_state = (rng_state ^ (unsigned char)*c) * 1099511628211ull;
+    for (const char *c = base; *c; c++)
+        rng_state = (rng_state ^ (unsigned char)*c) * 1099511628211ull;
     long nf = flips;
     if ((uint64_t)nf * size > ((uint64_t)64 << 20)) nf = (long)(((uint64_t)64 << 20) / size);
     if (nf < 200) nf = 200;
@@ -186,8 +199,8 @@ static int mutate_file(const char *path, long flips, long truncs) {
         uint8_t x;
         switch ((r >> 32) & 3) {
         case 0: x = (uint8_t)(1u << ((r >> 34) & 7)); break; /* one bit */
-        case 1: x = 0xff; break;                          /* all bits */
-        default: x = (uint8_t)((r >> 48) | 1); break;     /* any value */
+        case 1: x = 0xff; break;                             /* all bits */
+        default: x = (uint8_t)((r >> 48) | 1); break;        /* any value */
         }
         mut[off] ^= x;
         check(path, "flip", (size_t)k, mut, size);
@@ -201,15 +214,22 @@ static int mutate_file(const char *path, long flips, long truncs) {
     return 0;
 }
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     long flips = 2000, truncs = 500;
     int i = 1;
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
-        if (strcmp(argv[i], "-f") == 0) flips = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-t") == 0) truncs = atol(argv[i + 1]);
-        else break;
+        if (strcmp(argv[i], "-f") == 0)
+            flips = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "-t") == 0)
+            truncs = atol(argv[i + 1]);
+        else
+            break;
     }
     if (i + 1 != argc) {
         fprintf(stderr, "usage: %s [-f FLIPS] [-t TRUNCS] FIXTURES_DIR\n", argv[0]);
@@ -245,7 +265,7 @@ int main(int argc, char **argv) {
         free(names[k]);
     }
     free(names);
-    printf("%ld mutants of %zu files in %.1f s, %ld failures; slowest %.3f s (%s)\n", mutants, n, now() - t0,
-           failures, slowest, slowest_name);
+    printf("%ld mutants of %zu files in %.1f s, %ld failures; slowest %.3f s (%s)\n", mutants, n,
+           now() - t0, failures, slowest, slowest_name);
     return failures ? 1 : 0;
 }

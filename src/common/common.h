@@ -36,30 +36,33 @@
  * options never initialised (struct_size 0). */
 int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err);
 
-int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
-            ...) CK_PRINTF(4, 5);
-#define CK_TRY(x)              \
-    do {                       \
-        if ((x) != 0) return -1; \
+int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt, ...) CK_PRINTF(4, 5);
+#define CK_TRY(x)                                                                                  \
+    do {                                                                                           \
+        if ((x) != 0) return -1;                                                                   \
     } while (0)
 
 /* ---- checked arithmetic (true on overflow) ---------------------------- */
-static inline bool ck_add_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+static inline bool ck_add_ovf(uint64_t a, uint64_t b, uint64_t *r)
+{
     return __builtin_add_overflow(a, b, r);
 }
-static inline bool ck_mul_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+static inline bool ck_mul_ovf(uint64_t a, uint64_t b, uint64_t *r)
+{
     return __builtin_mul_overflow(a, b, r);
 }
 
 /* Little-endian loads from byte pointers. */
-static inline uint16_t ck_le16(const uint8_t *p) {
+static inline uint16_t ck_le16(const uint8_t *p)
+{
     return (uint16_t)(p[0] | (p[1] << 8));
 }
-static inline uint32_t ck_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+static inline uint32_t ck_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static inline uint64_t ck_le64(const uint8_t *p) {
+static inline uint64_t ck_le64(const uint8_t *p)
+{
     return (uint64_t)ck_le32(p) | ((uint64_t)ck_le32(p + 4) << 32);
 }
 
@@ -74,7 +77,7 @@ typedef struct ck_arena {
     bool over;        /* something was refused for the limit */
 } ck_arena;
 
-void *ck_alloc(ck_arena *a, size_t n);          /* zeroed, 8-aligned; NULL on OOM */
+void *ck_alloc(ck_arena *a, size_t n); /* zeroed, 8-aligned; NULL on OOM */
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
@@ -105,12 +108,10 @@ int ck_map_put(ck_map *m, const char *k, size_t n, size_t val);
 int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
 void ck_map_free(ck_map *m);
 
-
 /* Grow a malloc'd array so it can hold `need` items (checked). */
 int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
 /* ck_grow, charging the growth to `a` first (see ck_mem_charge). */
-int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
-               ckpt_error *err);
+int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
 
 /* The memory limit: max_memory, plus CK_MEM_PER_BYTE for every byte past
  * the first CK_MEM_FREE_BYTES of the pickles run so far (counting at most
@@ -125,7 +126,8 @@ void ck_mem_blame(const ck_arena *a, ckpt_error *err);
 /* The expansion budget: max_expansion plus half a step per pickle byte, so
  * that a big honest state dict (about 0.3 steps per byte) always fits while
  * sharing tricks in a small file still run out. */
-static inline uint64_t ck_budget(uint64_t max_expansion, uint64_t pickle_bytes) {
+static inline uint64_t ck_budget(uint64_t max_expansion, uint64_t pickle_bytes)
+{
     uint64_t b = max_expansion + pickle_bytes / 2;
     return b < max_expansion ? UINT64_MAX : b;
 }
@@ -142,15 +144,14 @@ typedef struct ck_source {
     bool mapped;        /* map came from mmap */
 } ck_source;
 
-int ck_source_open_path(ck_source *s, const char *path, bool use_mmap,
-                        ckpt_error *err);
+int ck_source_open_path(ck_source *s, const char *path, bool use_mmap, ckpt_error *err);
 void ck_source_memory(ck_source *s, const void *data, size_t size);
 void ck_source_reader(ck_source *s, const ckpt_reader *r);
 void ck_source_close(ck_source *s);
 /* Read exactly n bytes at off; a range outside the file is a format error
  * naming `what`. */
-int ck_read(const ck_source *s, uint64_t off, void *buf, size_t n,
-            const char *what, ckpt_error *err);
+int ck_read(const ck_source *s, uint64_t off, void *buf, size_t n, const char *what,
+            ckpt_error *err);
 
 /* A sliding read window: many small records read with few syscalls. */
 typedef struct ck_window {
@@ -160,8 +161,7 @@ typedef struct ck_window {
     uint64_t off;
 } ck_window;
 /* Pointer to n bytes at off (valid until the next call), or NULL + err. */
-const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what,
-                      ckpt_error *err);
+const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what, ckpt_error *err);
 void ck_win_free(ck_window *w);
 
 /* crc32.c: zlib's crc32(crc, p, n) for any n, with carry-less multiplication

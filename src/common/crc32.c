@@ -15,8 +15,8 @@
  * PCLMULQDQ" (and Linux's crc32-pclmul), constants for the reflected
  * polynomial 0xEDB88320.  n >= 64, a multiple of 16; returns the raw
  * (uninverted) state. */
-__attribute__((target("pclmul,sse4.1")))
-static uint32_t crc_clmul(uint32_t crc, const unsigned char *p, size_t n)
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_clmul(uint32_t crc,
+                                                                   const unsigned char *p, size_t n)
 {
     const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
     const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
@@ -31,9 +31,9 @@ static uint32_t crc_clmul(uint32_t crc, const unsigned char *p, size_t n)
     x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
     p += 64;
     n -= 64;
-#define FOLD(x, k, next) \
-    t = _mm_clmulepi64_si128(x, k, 0x11); \
-    x = _mm_clmulepi64_si128(x, k, 0x00); \
+#define FOLD(x, k, next)                                                                           \
+    t = _mm_clmulepi64_si128(x, k, 0x11);                                                          \
+    x = _mm_clmulepi64_si128(x, k, 0x00);                                                          \
     x = _mm_xor_si128(_mm_xor_si128(x, t), next)
     while (n >= 64) {
         FOLD(x1, k1k2, _mm_loadu_si128((const __m128i *)(const void *)p));

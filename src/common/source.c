@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fd_read(void *opaque, uint64_t off, void *buf, size_t n) {
+static int fd_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
     int fd = (int)(intptr_t)opaque;
     uint8_t *p = buf;
     while (n) {
@@ -33,13 +34,14 @@ static int fd_read(void *opaque, uint64_t off, void *buf, size_t n) {
     return 0;
 }
 
-static int mem_read(void *opaque, uint64_t off, void *buf, size_t n) {
+static int mem_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
     memcpy(buf, (const uint8_t *)opaque + off, n);
     return 0;
 }
 
-int ck_source_open_path(ck_source *s, const char *path, bool use_mmap,
-                        ckpt_error *err) {
+int ck_source_open_path(ck_source *s, const char *path, bool use_mmap, ckpt_error *err)
+{
     memset(s, 0, sizeof *s);
     s->fd = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -73,7 +75,8 @@ int ck_source_open_path(ck_source *s, const char *path, bool use_mmap,
     return 0;
 }
 
-void ck_source_memory(ck_source *s, const void *data, size_t size) {
+void ck_source_memory(ck_source *s, const void *data, size_t size)
+{
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->size = size;
@@ -82,7 +85,8 @@ void ck_source_memory(ck_source *s, const void *data, size_t size) {
     s->opaque = (void *)(uintptr_t)data;
 }
 
-void ck_source_reader(ck_source *s, const ckpt_reader *r) {
+void ck_source_reader(ck_source *s, const ckpt_reader *r)
+{
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->size = r->size;
@@ -91,7 +95,8 @@ void ck_source_reader(ck_source *s, const ckpt_reader *r) {
     s->opaque = r->opaque;
 }
 
-void ck_source_close(ck_source *s) {
+void ck_source_close(ck_source *s)
+{
     if (s->mapped) munmap((void *)(uintptr_t)s->map, s->map_len);
     if (s->fd >= 0) close(s->fd);
     if (s->close) s->close(s->opaque);
@@ -99,34 +104,32 @@ void ck_source_close(ck_source *s) {
     s->fd = -1;
 }
 
-int ck_read(const ck_source *s, uint64_t off, void *buf, size_t n,
-            const char *what, ckpt_error *err) {
+int ck_read(const ck_source *s, uint64_t off, void *buf, size_t n, const char *what,
+            ckpt_error *err)
+{
     if (off > s->size || n > s->size - off)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)(off > s->size ? s->size : off),
-                       "truncated %s: needs %zu bytes at offset %llu, file has %llu",
-                       what, n, (unsigned long long)off,
-                       (unsigned long long)s->size);
+                       "truncated %s: needs %zu bytes at offset %llu, file has %llu", what, n,
+                       (unsigned long long)off, (unsigned long long)s->size);
     if (n == 0) return 0;
     if (s->map) {
         memcpy(buf, s->map + off, n);
         return 0;
     }
     if (s->read(s->opaque, off, buf, n) != 0)
-        return ck_fail(err, CKPT_E_IO, (int64_t)off, "read of %zu bytes failed (%s)",
-                       n, what);
+        return ck_fail(err, CKPT_E_IO, (int64_t)off, "read of %zu bytes failed (%s)", n, what);
     return 0;
 }
 
-const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what,
-                      ckpt_error *err) {
+const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what, ckpt_error *err)
+{
     const ck_source *s = w->src;
     if (off > s->size || n > s->size - off) {
         ck_read(s, off, NULL, n, what, err); /* the truncation message */
         return NULL;
     }
     if (s->map) return s->map + off;
-    if (off >= w->off && n <= w->len && off - w->off <= w->len - n)
-        return w->buf + (off - w->off);
+    if (off >= w->off && n <= w->len && off - w->off <= w->len - n) return w->buf + (off - w->off);
     size_t want = n > 65536 ? n : 65536;
     if (want > s->size - off) want = (size_t)(s->size - off);
     if (want > w->cap) {
@@ -145,7 +148,8 @@ const uint8_t *ck_win(ck_window *w, uint64_t off, size_t n, const char *what,
     return w->buf;
 }
 
-void ck_win_free(ck_window *w) {
+void ck_win_free(ck_window *w)
+{
     free(w->buf);
     w->buf = NULL;
     w->cap = w->len = 0;

@@ -13,8 +13,8 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
-            ...) {
+int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt, ...)
+{
     if (err) {
         err->code = code;
         err->offset = offset;
@@ -29,7 +29,8 @@ int ck_fail(ckpt_error *err, ckpt_code code, int64_t offset, const char *fmt,
     return -1;
 }
 
-const char *ckpt_code_name(ckpt_code code) {
+const char *ckpt_code_name(ckpt_code code)
+{
     switch (code) {
     case CKPT_OK: return "ok";
     case CKPT_E_IO: return "i/o error";
@@ -47,7 +48,8 @@ const char *ckpt_code_name(ckpt_code code) {
 
 /* ---- limits: the defaults, in one place ---- */
 
-void ckpt_options_init_sized(ckpt_options *o, size_t struct_size) {
+void ckpt_options_init_sized(ckpt_options *o, size_t struct_size)
+{
     ckpt_options d; /* fill a whole current layout, hand back the caller's part */
     memset(&d, 0, sizeof d);
     d.struct_size = struct_size < sizeof d ? struct_size : sizeof d;
@@ -66,11 +68,13 @@ void ckpt_options_init_sized(ckpt_options *o, size_t struct_size) {
     if (caller) memcpy(caller, &d, d.struct_size);
 }
 
-int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err) {
+int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err)
+{
     ckpt_options_init(dst);
     if (!src) return 0;
     if (src->struct_size == 0)
-        return ck_fail(err, CKPT_E_ARG, -1, "ckpt_options.struct_size is 0: fill the options with ckpt_options_init()");
+        return ck_fail(err, CKPT_E_ARG, -1,
+                       "ckpt_options.struct_size is 0: fill the options with ckpt_options_init()");
     memcpy(dst, src, src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst);
     dst->struct_size = sizeof *dst;
     return 0;
@@ -91,7 +95,8 @@ struct ck_block {
 /* Blocks come zeroed (calloc, or anonymous mmap for big ones, which may use
  * transparent huge pages): allocations need no memset, and a big state
  * dict takes few page faults. */
-static ck_block *new_block(size_t cap) {
+static ck_block *new_block(size_t cap)
+{
     size_t total = sizeof(ck_block) + cap;
     ck_block *b = NULL;
     bool mapped = false;
@@ -99,7 +104,8 @@ static ck_block *new_block(size_t cap) {
     if (total >= CK_HUGE) {
         total = (total + CK_HUGE - 1) & ~(CK_HUGE - 1);
         /* over-map by 2 MiB and trim, so the block is huge-page aligned */
-        uint8_t *raw = mmap(NULL, total + CK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uint8_t *raw =
+            mmap(NULL, total + CK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *p = MAP_FAILED;
         if (raw != MAP_FAILED) {
             uintptr_t a = ((uintptr_t)raw + CK_HUGE - 1) & ~(uintptr_t)(CK_HUGE - 1);
@@ -126,7 +132,8 @@ static ck_block *new_block(size_t cap) {
 }
 
 /* Whether n more bytes stay within the limit; sets `over` when not. */
-static bool ck_mem_fits(ck_arena *a, uint64_t n) {
+static bool ck_mem_fits(ck_arena *a, uint64_t n)
+{
     uint64_t used = a->total + a->outside;
     if (a->limit && (used > a->limit || n > a->limit - used)) {
         a->over = true;
@@ -135,7 +142,8 @@ static bool ck_mem_fits(ck_arena *a, uint64_t n) {
     return true;
 }
 
-void *ck_alloc(ck_arena *a, size_t n) {
+void *ck_alloc(ck_arena *a, size_t n)
+{
     if (n > SIZE_MAX - 8) return NULL;
     n = (n + 7u) & ~(size_t)7u;
     if (n == 0) n = 8;
@@ -146,9 +154,12 @@ void *ck_alloc(ck_arena *a, size_t n) {
          * hold a whole growing block */
         bool oneoff = b && b->cap - b->used >= CK_BLOCK_MIN / 4 && n > CK_BLOCK_MIN / 4;
         size_t cap = CK_BLOCK_MIN;
-        if (oneoff) cap = n;
-        else if (b && b->cap < ((size_t)8 << 20)) cap = b->cap * 2; /* grow blocks */
-        else if (b) cap = b->cap;
+        if (oneoff)
+            cap = n;
+        else if (b && b->cap < ((size_t)8 << 20))
+            cap = b->cap * 2; /* grow blocks */
+        else if (b)
+            cap = b->cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX - sizeof(ck_block) - CK_HUGE) return NULL;
         if (!ck_mem_fits(a, sizeof(ck_block) + cap)) return NULL;
@@ -171,13 +182,15 @@ void *ck_alloc(ck_arena *a, size_t n) {
     return p;
 }
 
-void *ck_alloc_copy(ck_arena *a, const void *p, size_t n) {
+void *ck_alloc_copy(ck_arena *a, const void *p, size_t n)
+{
     void *q = ck_alloc(a, n);
     if (q && n) memcpy(q, p, n);
     return q;
 }
 
-char *ck_strndup(ck_arena *a, const char *s, size_t n) {
+char *ck_strndup(ck_arena *a, const char *s, size_t n)
+{
     if (n == SIZE_MAX) return NULL;
     char *q = ck_alloc(a, n + 1);
     if (!q) return NULL;
@@ -186,30 +199,36 @@ char *ck_strndup(ck_arena *a, const char *s, size_t n) {
     return q;
 }
 
-void ck_arena_free(ck_arena *a) {
+void ck_arena_free(ck_arena *a)
+{
     ck_block *b = a->head;
     while (b) {
         ck_block *n = b->next;
-        if (b->mapped) munmap(b, sizeof(ck_block) + b->cap);
-        else free(b);
+        if (b->mapped)
+            munmap(b, sizeof(ck_block) + b->cap);
+        else
+            free(b);
         b = n;
     }
     a->head = NULL;
     a->total = 0;
 }
 
-int ck_mem_charge(ck_arena *a, uint64_t n) {
+int ck_mem_charge(ck_arena *a, uint64_t n)
+{
     if (!ck_mem_fits(a, n)) return -1;
     a->outside += n;
     if (a->total + a->outside > a->peak) a->peak = a->total + a->outside;
     return 0;
 }
 
-void ck_mem_release(ck_arena *a, uint64_t n) {
+void ck_mem_release(ck_arena *a, uint64_t n)
+{
     a->outside = n < a->outside ? a->outside - n : 0;
 }
 
-void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes) {
+void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes)
+{
     if (max_memory == 0) return; /* no limit */
     uint64_t p = pickle_bytes < input_size ? pickle_bytes : input_size;
     uint64_t lim = max_memory;
@@ -221,17 +240,20 @@ void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_
     if (lim > a->limit) a->limit = lim;
 }
 
-void ck_mem_blame(const ck_arena *a, ckpt_error *err) {
+void ck_mem_blame(const ck_arena *a, ckpt_error *err)
+{
     if (!err || err->code != CKPT_E_NOMEM || !a->over) return;
     uint64_t lim = a->limit;
     ck_fail(err, CKPT_E_LIMIT, err->offset,
             "the file's values need more than the memory limit of %llu %s (max_memory)",
-            (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim), lim >= (1u << 20) ? "MiB" : "bytes");
+            (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim),
+            lim >= (1u << 20) ? "MiB" : "bytes");
 }
 
 /* ---- string -> index hash map ------------------------------------------ */
 
-static uint64_t ck_hash(const char *k, size_t n) {
+static uint64_t ck_hash(const char *k, size_t n)
+{
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)k[i];
@@ -243,7 +265,8 @@ static uint64_t ck_hash(const char *k, size_t n) {
     return h;
 }
 
-bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val) {
+bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val)
+{
     if (!m->cap) return false;
     uint64_t h = ck_hash(k, n);
     size_t mask = m->cap - 1;
@@ -259,17 +282,22 @@ bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val) {
     }
 }
 
-static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check, size_t *old);
+static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check,
+                      size_t *old);
 
-int ck_map_put(ck_map *m, const char *k, size_t n, size_t val) {
+int ck_map_put(ck_map *m, const char *k, size_t n, size_t val)
+{
     return map_insert(m, k, n, val, ck_hash(k, n), false, NULL) < 0 ? -1 : 0;
 }
 
-int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old) {
+int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old)
+{
     return map_insert(m, k, n, val, ck_hash(k, n), true, old);
 }
 
-static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check, size_t *old) {
+static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check,
+                      size_t *old)
+{
     if ((m->count + 1) * 2 > m->cap) {
         size_t ncap = m->cap ? m->cap * 2 : 64;
         if (ncap > SIZE_MAX / sizeof(ck_map_slot)) return -1;
@@ -307,7 +335,8 @@ static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h
     return 0;
 }
 
-void ck_map_free(ck_map *m) {
+void ck_map_free(ck_map *m)
+{
     free(m->slots);
     free(m->entries);
     memset(m, 0, sizeof *m);
@@ -315,13 +344,13 @@ void ck_map_free(ck_map *m) {
 
 /* ---- growable arrays ------------------------------------------- */
 
-int ck_grow(void **arr, size_t *cap, size_t need, size_t item,
-            ckpt_error *err) {
+int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
+{
     return ck_grow_in(NULL, arr, cap, need, item, err);
 }
 
-int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
-               ckpt_error *err) {
+int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
+{
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < need) {
@@ -340,4 +369,3 @@ int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
     *cap = ncap;
     return 0;
 }
-

@@ -20,22 +20,26 @@
 
 #define LEGACY_MAGIC "119547037146038801333356" /* 0x1950a86a20f9469cfc6c */
 
-static ckpt_value *legacy_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *legacy_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     (void)ud;
     return ck_storage_pid(f, pid, pos, true, NULL, err); /* storages by key */
 }
 
 /* Is this the magic number pickle?  (Used to tell legacy from plain.) */
-bool ck_legacy_magic(const ckpt_value *v) {
+bool ck_legacy_magic(const ckpt_value *v)
+{
     return v && v->kind == CKPT_V_BIGINT && strcmp(v->u.s.p, LEGACY_MAGIC) == 0;
 }
 
-int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
+int ck_legacy_open(ckpt_file *f, ckpt_error *err)
+{
     f->format = CKPT_FORMAT_LEGACY;
     uint64_t off = 0, used;
     ckpt_value *v;
     CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:magic", NULL, NULL, &v, &used, err));
-    if (!ck_legacy_magic(v)) return ck_fail(err, CKPT_E_FORMAT, 0, "legacy stream: bad magic number");
+    if (!ck_legacy_magic(v))
+        return ck_fail(err, CKPT_E_FORMAT, 0, "legacy stream: bad magic number");
     off += used;
     int64_t pos = (int64_t)off;
     CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:protocol", NULL, NULL, &v, &used, err));
@@ -46,14 +50,17 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
     off += used;
     pos = (int64_t)off;
     CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:sys_info", NULL, NULL, &v, &used, err));
-    if (v->kind != CKPT_V_DICT) return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: sys_info is not a dict");
+    if (v->kind != CKPT_V_DICT)
+        return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: sys_info is not a dict");
     off += used;
     f->pickle_label = "legacy:object";
-    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:object", legacy_pid, NULL, &f->root, &used, err));
+    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:object", legacy_pid, NULL, &f->root, &used,
+                         err));
     off += used;
     pos = (int64_t)off;
     ckpt_value *keys;
-    CK_TRY(ck_torch_load(f, off, f->src.size, "legacy:storage keys", NULL, NULL, &keys, &used, err));
+    CK_TRY(
+        ck_torch_load(f, off, f->src.size, "legacy:storage keys", NULL, NULL, &keys, &used, err));
     off += used;
     if (keys->kind != CKPT_V_LIST && keys->kind != CKPT_V_TUPLE)
         return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: storage key list is not a list");
@@ -64,12 +71,14 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
         if ((k->kind != CKPT_V_STR && k->kind != CKPT_V_BYTES) ||
             !ck_map_get(&f->storage_keys, k->u.s.p, k->u.s.n, &idx)) {
             ck_win_free(&w);
-            return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: storage key %zu is not used by the object", i);
+            return ck_fail(err, CKPT_E_FORMAT, pos,
+                           "legacy stream: storage key %zu is not used by the object", i);
         }
         ck_storage *s = &f->storages[idx];
         if (s->root >= 0 || s->resolved) {
             ck_win_free(&w);
-            return ck_fail(err, CKPT_E_FORMAT, pos, "legacy stream: storage '%s' listed twice or is a view", s->pkey);
+            return ck_fail(err, CKPT_E_FORMAT, pos,
+                           "legacy stream: storage '%s' listed twice or is a view", s->pkey);
         }
         const uint8_t *h = ck_win(&w, off, 8, "legacy storage header", err);
         if (!h) {
@@ -80,13 +89,14 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
         if (count != s->declared) {
             ck_win_free(&w);
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
-                           "legacy storage '%s' holds %llu elements but the pickle declared %llu", s->pkey,
-                           (unsigned long long)count, (unsigned long long)s->declared);
+                           "legacy storage '%s' holds %llu elements but the pickle declared %llu",
+                           s->pkey, (unsigned long long)count, (unsigned long long)s->declared);
         }
         off += 8;
         if (s->pub.nbytes > f->src.size - off) {
             ck_win_free(&w);
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "legacy storage '%s' (%llu bytes) runs past the end of the file",
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
+                           "legacy storage '%s' (%llu bytes) runs past the end of the file",
                            s->pkey, (unsigned long long)s->pub.nbytes);
         }
         s->data_off = off;
@@ -95,14 +105,16 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err) {
         off += s->pub.nbytes;
     }
     ck_win_free(&w);
-    if (off < f->src.size) CK_TRY(ck_note(&f->pk, "legacy stream: %llu bytes after the last storage",
-                                          (unsigned long long)(f->src.size - off)));
+    if (off < f->src.size)
+        CK_TRY(ck_note(&f->pk, "legacy stream: %llu bytes after the last storage",
+                       (unsigned long long)(f->src.size - off)));
     /* views take their place from their root; every root must have data */
     for (size_t i = 0; i < f->nstorages; i++) {
         ck_storage *s = &f->storages[i];
         if (s->root >= 0) continue;
         if (!s->resolved)
-            return ck_fail(err, CKPT_E_FORMAT, s->decl_pos, "legacy storage '%s' has no data in the file", s->pkey);
+            return ck_fail(err, CKPT_E_FORMAT, s->decl_pos,
+                           "legacy storage '%s' has no data in the file", s->pkey);
     }
     for (size_t i = 0; i < f->nstorages; i++) {
         ck_storage *s = &f->storages[i];

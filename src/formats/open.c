@@ -16,7 +16,8 @@ static const ck_format *const registry[] = {
     &ck_format_pickle,
 };
 
-static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err) {
+static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
+{
     ckpt_error local;
     if (!err) err = &local;
     err->code = CKPT_OK;
@@ -54,7 +55,8 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
             r = f->fmt->open(f, err);
         else
             r = ck_fail(err, CKPT_E_FORMAT, 0,
-                        "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header (first byte 0x%02x)",
+                        "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header "
+                        "(first byte 0x%02x)",
                         head[0]);
     }
     if (r == 0) r = ck_catalogue(f, err);
@@ -67,14 +69,18 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     return f;
 }
 
-static ckpt_file *new_file(ckpt_error *err) {
+static ckpt_file *new_file(ckpt_error *err)
+{
     ckpt_file *f = calloc(1, sizeof *f);
-    if (!f) ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    else f->src.fd = -1;
+    if (!f)
+        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    else
+        f->src.fd = -1;
     return f;
 }
 
-ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err) {
+ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err)
+{
     if (!path) {
         ck_fail(err, CKPT_E_ARG, -1, "no path given");
         return NULL;
@@ -82,14 +88,16 @@ ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err)
     ckpt_file *f = new_file(err);
     if (!f) return NULL;
     ckpt_options o;
-    if (ck_source_open_path(&f->src, path, ck_take_options(&o, opt, NULL) == 0 && o.use_mmap, err)) {
+    if (ck_source_open_path(&f->src, path, ck_take_options(&o, opt, NULL) == 0 && o.use_mmap,
+                            err)) {
         free(f);
         return NULL;
     }
     return finish_open(f, opt, err);
 }
 
-ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt, ckpt_error *err) {
+ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *opt, ckpt_error *err)
+{
     if (!data && size) {
         ck_fail(err, CKPT_E_ARG, -1, "no data given");
         return NULL;
@@ -100,7 +108,8 @@ ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_options *o
     return finish_open(f, opt, err);
 }
 
-ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, ckpt_error *err) {
+ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, ckpt_error *err)
+{
     if (!reader || !reader->read) {
         ck_fail(err, CKPT_E_ARG, -1, "no reader given");
         if (reader && reader->close) reader->close(reader->opaque);
@@ -115,7 +124,8 @@ ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt, 
     return finish_open(f, opt, err);
 }
 
-void ckpt_close(ckpt_file *f) {
+void ckpt_close(ckpt_file *f)
+{
     if (!f) return;
     if (f->fmt && f->fmt->close) f->fmt->close(f);
     ck_source_close(&f->src);
@@ -130,13 +140,17 @@ void ckpt_close(ckpt_file *f) {
 }
 
 int ckpt_storage_record_sized(const ckpt_file *f, size_t i, ckpt_record *out, size_t struct_size,
-                              ckpt_error *err) {
+                              ckpt_error *err)
+{
     ckpt_record rec;
-    if (!f || !out || struct_size < sizeof(size_t)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
-    if (i >= f->nstorages) return ck_fail(err, CKPT_E_ARG, -1, "no storage %zu (the file has %zu)", i, f->nstorages);
+    if (!f || !out || struct_size < sizeof(size_t))
+        return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (i >= f->nstorages)
+        return ck_fail(err, CKPT_E_ARG, -1, "no storage %zu (the file has %zu)", i, f->nstorages);
     const ck_storage *s = &f->storages[i];
     if (!f->fmt || !f->fmt->record || !s->resolved)
-        return ck_fail(err, CKPT_E_NOTFOUND, -1, "storage '%s' is not a record of its own in a %s file", s->pub.key,
+        return ck_fail(err, CKPT_E_NOTFOUND, -1,
+                       "storage '%s' is not a record of its own in a %s file", s->pub.key,
                        ckpt_format_name(f->format));
     memset(&rec, 0, sizeof rec);
     CK_TRY(f->fmt->record(f, s, &rec, err));
@@ -145,20 +159,24 @@ int ckpt_storage_record_sized(const ckpt_file *f, size_t i, ckpt_record *out, si
     return 0;
 }
 
-int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx, ckpt_error *err) {
+int ckpt_verify(const ckpt_file *f, void (*note)(void *ctx, const char *line), void *ctx,
+                ckpt_error *err)
+{
     return ckpt_verify_progress(f, note, NULL, ctx, err);
 }
 
 int ckpt_verify_progress(const ckpt_file *f, void (*note)(void *ctx, const char *line),
                          void (*progress)(void *ctx, uint64_t done, uint64_t total), void *ctx,
-                         ckpt_error *err) {
+                         ckpt_error *err)
+{
     if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     if (f->fmt && f->fmt->verify) return f->fmt->verify(f, note, progress, ctx, err);
     if (note) {
         if (f->format == CKPT_FORMAT_LEGACY)
             note(ctx, "legacy stream: no checksums; storage element counts and sizes checked");
         else if (f->format == CKPT_FORMAT_TAR)
-            note(ctx, "tar: header checksums, storage counts and tensor extents checked; data has no checksums");
+            note(ctx, "tar: header checksums, storage counts and tensor extents checked; data has "
+                      "no checksums");
         else
             note(ctx, "plain pickle: parsed to STOP; no checksums");
     }

@@ -7,13 +7,15 @@
 
 #include <string.h>
 
-static int plain_bid(const uint8_t *head, size_t n, uint64_t size) {
+static int plain_bid(const uint8_t *head, size_t n, uint64_t size)
+{
     (void)size;
     uint8_t b = head[0];
     return n && (b == 0x80 || (b != 0 && strchr("(]})NIJKLFSVUXTcdlt", b) != NULL));
 }
 
-static int plain_open(ckpt_file *f, ckpt_error *err) {
+static int plain_open(ckpt_file *f, ckpt_error *err)
+{
     uint64_t used;
     ckpt_value *v;
     f->pickle_label = "pickle";
@@ -26,7 +28,8 @@ static int plain_open(ckpt_file *f, ckpt_error *err) {
     f->format = CKPT_FORMAT_PICKLE;
     f->root = v;
     if (used < f->src.size)
-        CK_TRY(ck_note(&f->pk, "pickle: %llu bytes after STOP", (unsigned long long)(f->src.size - used)));
+        CK_TRY(ck_note(&f->pk, "pickle: %llu bytes after STOP",
+                       (unsigned long long)(f->src.size - used)));
     return 0;
 }
 

@@ -31,8 +31,9 @@ typedef struct tar_ctx {
     size_t nvals, cap;
 } tar_ctx;
 
-static bool octal(const uint8_t *p, size_t n, uint64_t *out) {
-    if (n && (p[0] & 0x80)) { /* GNU base-256 */
+static bool octal(const uint8_t *p, size_t n, uint64_t *out)
+{
+    if (n && (p[0] & 0x80)) {          /* GNU base-256 */
         if (p[0] & 0x40) return false; /* negative */
         uint64_t v = p[0] & 0x3f;
         for (size_t i = 1; i < n; i++) {
@@ -57,7 +58,8 @@ static bool octal(const uint8_t *p, size_t n, uint64_t *out) {
     return any || true;
 }
 
-static bool checksum_ok(const uint8_t *h) {
+static bool checksum_ok(const uint8_t *h)
+{
     uint64_t want;
     if (!octal(h + 148, 8, &want)) return false;
     uint64_t sum = 0;
@@ -65,7 +67,8 @@ static bool checksum_ok(const uint8_t *h) {
     return sum == want;
 }
 
-static int tar_bid(const uint8_t *b, size_t n, uint64_t size) {
+static int tar_bid(const uint8_t *b, size_t n, uint64_t size)
+{
     (void)size;
     if (n < 512) return false;
     bool zero = true;
@@ -75,11 +78,13 @@ static int tar_bid(const uint8_t *b, size_t n, uint64_t size) {
 }
 
 /* Parse "len key=value\n" PAX records for path and size. */
-static void pax(const uint8_t *p, size_t n, char *path, size_t pcap, uint64_t *size, bool *has_size) {
+static void pax(const uint8_t *p, size_t n, char *path, size_t pcap, uint64_t *size, bool *has_size)
+{
     size_t i = 0;
     while (i < n) {
         size_t j = i, len = 0;
-        while (j < n && p[j] >= '0' && p[j] <= '9' && len < 1000000) len = len * 10 + (size_t)(p[j++] - '0');
+        while (j < n && p[j] >= '0' && p[j] <= '9' && len < 1000000)
+            len = len * 10 + (size_t)(p[j++] - '0');
         if (j >= n || p[j] != ' ' || len == 0 || len > n - i) return;
         const uint8_t *kv = p + j + 1, *end = p + i + len - 1; /* end at '\n' */
         if (kv > end) return; /* a record shorter than its own length field */
@@ -93,8 +98,10 @@ static void pax(const uint8_t *p, size_t n, char *path, size_t pcap, uint64_t *s
                 uint64_t v = 0;
                 bool ok = vl > 0 && vl < 20;
                 for (size_t k = 0; ok && k < vl; k++) {
-                    if (eq[1 + k] < '0' || eq[1 + k] > '9') ok = false;
-                    else v = v * 10 + (uint64_t)(eq[1 + k] - '0');
+                    if (eq[1 + k] < '0' || eq[1 + k] > '9')
+                        ok = false;
+                    else
+                        v = v * 10 + (uint64_t)(eq[1 + k] - '0');
                 }
                 if (ok) {
                     *size = v;
@@ -106,7 +113,8 @@ static void pax(const uint8_t *p, size_t n, char *path, size_t pcap, uint64_t *s
     }
 }
 
-static int find_members(ckpt_file *f, member m[4], ckpt_error *err) {
+static int find_members(ckpt_file *f, member m[4], ckpt_error *err)
+{
     static const char *const names[4] = {"sys_info", "storages", "tensors", "pickle"};
     uint64_t off = 0;
     char pax_path[256] = "";
@@ -120,15 +128,19 @@ static int find_members(ckpt_file *f, member m[4], ckpt_error *err) {
         for (int i = 0; i < 512; i++)
             if (h[i]) zero = false;
         if (zero) break;
-        if (!checksum_ok(h)) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR header checksum mismatch");
+        if (!checksum_ok(h))
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR header checksum mismatch");
         if (++count > f->opt.max_entries)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "TAR has more than %u members (max_entries)", f->opt.max_entries);
+            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
+                           "TAR has more than %u members (max_entries)", f->opt.max_entries);
         uint64_t size;
-        if (!octal(h + 124, 12, &size)) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off + 124, "bad TAR size field");
+        if (!octal(h + 124, 12, &size))
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off + 124, "bad TAR size field");
         if (has_pax_size) size = pax_size;
         uint64_t data = off + 512;
         if (size > f->src.size - data)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR member of %llu bytes runs past the end of the file",
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
+                           "TAR member of %llu bytes runs past the end of the file",
                            (unsigned long long)size);
         char name[155 + 1 + 100 + 1]; /* prefix '/' name NUL */
         if (has_pax_path) {
@@ -184,13 +196,16 @@ static int find_members(ckpt_file *f, member m[4], ckpt_error *err) {
     }
     for (int i = 0; i < 4; i++)
         if (!m[i].found)
-            return ck_fail(err, CKPT_E_FORMAT, -1, "TAR archive has no '%s' member: not a torch.save file", names[i]);
+            return ck_fail(err, CKPT_E_FORMAT, -1,
+                           "TAR archive has no '%s' member: not a torch.save file", names[i]);
     return 0;
 }
 
-static ckpt_value *tar_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *tar_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     tar_ctx *c = ud;
-    if (pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 1) return pid->u.seq.v[0]; /* a module's class */
+    if (pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 1)
+        return pid->u.seq.v[0]; /* a module's class */
     char key[32];
     size_t kn;
     if (pid->kind == CKPT_V_STR || pid->kind == CKPT_V_BYTES) {
@@ -204,16 +219,21 @@ static ckpt_value *tar_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos,
     }
     size_t i;
     if (!ck_map_get(&c->tensors, key, kn, &i)) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "TAR pickle refers to tensor '%.*s', which is not in 'tensors'", (int)kn, key);
+        ck_fail(err, CKPT_E_FORMAT, pos,
+                "TAR pickle refers to tensor '%.*s', which is not in 'tensors'", (int)kn, key);
         return NULL;
     }
     (void)f;
     return c->vals[i];
 }
 
-static int int_of(const ckpt_value *v, int64_t *out) { return ck_as_int(v, out) ? 0 : -1; }
+static int int_of(const ckpt_value *v, int64_t *out)
+{
+    return ck_as_int(v, out) ? 0 : -1;
+}
 
-static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
+static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
+{
     uint64_t off = m->off, end = m->off + m->size, used;
     ckpt_value *v;
     CK_TRY(ck_torch_load(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
@@ -229,20 +249,23 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
             v->u.seq.v[2]->kind != CKPT_V_GLOBAL || v->u.seq.v[2]->gid != G_STORAGE_CLASS)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storages: bad storage header");
         uint8_t h[8];
-        if (end - off < 8) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR storages: truncated");
+        if (end - off < 8)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR storages: truncated");
         CK_TRY(ck_read(&f->src, off, h, 8, "TAR storage size", err));
         uint64_t count = ck_le64(h), nbytes;
         ckpt_dtype dt = (ckpt_dtype)v->u.seq.v[2]->aux;
         off += 8;
         if (ck_mul_ovf(count, ck_dtype_size(dt), &nbytes) || nbytes > end - off)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off - 8,
-                           "TAR storage of %llu elements runs past its member", (unsigned long long)count);
+                           "TAR storage of %llu elements runs past its member",
+                           (unsigned long long)count);
         char kb[32];
         size_t kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)key);
         size_t idx;
         bool created;
         CK_TRY(ck_storage_get(f, kb, kn, &idx, &created, err));
-        if (!created) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage key %s appears twice", kb);
+        if (!created)
+            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage key %s appears twice", kb);
         ck_storage *s = &f->storages[idx];
         s->pub.dtype = dt;
         s->pub.nbytes = nbytes;
@@ -260,20 +283,23 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
         ckpt_value *e = v->u.seq.v[i];
         int64_t vk, rk, o, cnt;
         if (!e || e->kind != CKPT_V_TUPLE || e->u.seq.n != 4 || int_of(e->u.seq.v[0], &vk) ||
-            int_of(e->u.seq.v[1], &rk) || int_of(e->u.seq.v[2], &o) || int_of(e->u.seq.v[3], &cnt) || o < 0 ||
-            cnt < 0)
+            int_of(e->u.seq.v[1], &rk) || int_of(e->u.seq.v[2], &o) ||
+            int_of(e->u.seq.v[3], &cnt) || o < 0 || cnt < 0)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu is malformed", i);
         char kb[32];
         size_t kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)rk), ridx, vidx;
         if (!ck_map_get(&f->storage_keys, kb, kn, &ridx) || f->storages[ridx].root >= 0)
-            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu has no root storage %s", i, kb);
+            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu has no root storage %s",
+                           i, kb);
         ck_storage *r = &f->storages[ridx];
         if ((uint64_t)o > r->declared || (uint64_t)cnt > r->declared - (uint64_t)o)
-            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu lies outside its root", i);
+            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu lies outside its root",
+                           i);
         kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)vk);
         bool created;
         CK_TRY(ck_storage_get(f, kb, kn, &vidx, &created, err));
-        if (!created) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage key %s appears twice", kb);
+        if (!created)
+            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage key %s appears twice", kb);
         r = &f->storages[ridx];
         ck_storage *s = &f->storages[vidx];
         size_t es = ck_dtype_size(r->pub.dtype);
@@ -289,7 +315,8 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err) {
     return 0;
 }
 
-static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *err) {
+static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *err)
+{
     uint64_t off = m->off, end = m->off + m->size, used;
     ckpt_value *v;
     CK_TRY(ck_torch_load(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
@@ -301,10 +328,12 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
         int64_t pos = (int64_t)off, key, sk;
         CK_TRY(ck_torch_load(f, off, end, "tar:tensors", NULL, NULL, &v, &used, err));
         off += used;
-        if (v->kind != CKPT_V_TUPLE || v->u.seq.n != 3 || int_of(v->u.seq.v[0], &key) || int_of(v->u.seq.v[1], &sk))
+        if (v->kind != CKPT_V_TUPLE || v->u.seq.n != 3 || int_of(v->u.seq.v[0], &key) ||
+            int_of(v->u.seq.v[1], &sk))
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensors: bad tensor header");
         uint8_t h[8];
-        if (end - off < 8) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: truncated");
+        if (end - off < 8)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: truncated");
         CK_TRY(ck_read(&f->src, off, h, 8, "TAR tensor rank", err));
         int32_t nd = (int32_t)ck_le32(h);
         if (nd < 0 || (uint32_t)nd > f->opt.max_rank || nd > 64)
@@ -312,7 +341,8 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
                            nd > 0 && nd <= 64 ? " (max_rank)" : "");
         off += 8;
         size_t need = (size_t)nd * 16 + 8;
-        if (end - off < need) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: truncated");
+        if (end - off < need)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "TAR tensors: truncated");
         uint8_t buf[64 * 16 + 8];
         CK_TRY(ck_read(&f->src, off, buf, need, "TAR tensor shape", err));
         off += need;
@@ -333,9 +363,11 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
                 return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative size or stride");
         }
         int64_t toff = (int64_t)ck_le64(buf + 16 * nd);
-        if (toff < 0) return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
+        if (toff < 0)
+            return ck_fail(err, CKPT_E_FORMAT, pos, "TAR tensor has a negative storage offset");
         ck_tdef *t;
-        CK_TRY(ck_tensor_new(f, sidx, f->storages[sidx].pub.dtype, (uint32_t)nd, shape, stride, toff, pos, &t, err));
+        CK_TRY(ck_tensor_new(f, sidx, f->storages[sidx].pub.dtype, (uint32_t)nd, shape, stride,
+                             toff, pos, &t, err));
         ckpt_value *tv = ck_new(&f->pk, CKPT_V_TENSOR);
         if (!tv) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         tv->u.ext = t;
@@ -351,15 +383,18 @@ static int read_tensors(ckpt_file *f, const member *m, tar_ctx *c, ckpt_error *e
     return 0;
 }
 
-static int tar_open(ckpt_file *f, ckpt_error *err) {
+static int tar_open(ckpt_file *f, ckpt_error *err)
+{
     f->format = CKPT_FORMAT_TAR;
     member m[4];
     memset(m, 0, sizeof m);
     CK_TRY(find_members(f, m, err));
     ckpt_value *v;
     uint64_t used;
-    CK_TRY(ck_torch_load(f, m[0].off, m[0].off + m[0].size, "tar:sys_info", NULL, NULL, &v, &used, err));
-    if (v->kind != CKPT_V_DICT) return ck_fail(err, CKPT_E_FORMAT, (int64_t)m[0].off, "TAR sys_info is not a dict");
+    CK_TRY(ck_torch_load(f, m[0].off, m[0].off + m[0].size, "tar:sys_info", NULL, NULL, &v, &used,
+                         err));
+    if (v->kind != CKPT_V_DICT)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)m[0].off, "TAR sys_info is not a dict");
     f->version = "1000";
     CK_TRY(read_storages(f, &m[1], err));
     tar_ctx c;
@@ -367,7 +402,8 @@ static int tar_open(ckpt_file *f, ckpt_error *err) {
     int r = read_tensors(f, &m[2], &c, err);
     if (r == 0) {
         f->pickle_label = "tar:pickle";
-        r = ck_torch_load(f, m[3].off, m[3].off + m[3].size, "tar:pickle", tar_pid, &c, &f->root, &used, err);
+        r = ck_torch_load(f, m[3].off, m[3].off + m[3].size, "tar:pickle", tar_pid, &c, &f->root,
+                          &used, err);
     }
     ck_map_free(&c.tensors);
     free(c.vals);

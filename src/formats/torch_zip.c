@@ -29,8 +29,8 @@ typedef struct zip_index {
 #define ZI(f) ((zip_index *)(f)->fmt_state)
 
 /* Does a record name start with the root folder?  Returns the rest. */
-static const char *strip_root(const char *name, size_t n, const char *root, size_t rn,
-                              size_t *rest) {
+static const char *strip_root(const char *name, size_t n, const char *root, size_t rn, size_t *rest)
+{
     if (n <= rn || memcmp(name, root, rn) != 0 || name[rn] != '/') return NULL;
     *rest = n - rn - 1;
     return name + rn + 1;
@@ -38,7 +38,8 @@ static const char *strip_root(const char *name, size_t n, const char *root, size
 
 /* "data/<n>" with n in canonical decimal below `limit`: torch's storage
  * records, looked up by number rather than hashed. */
-static bool data_number(const char *s, size_t n, size_t limit, size_t *num) {
+static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
+{
     if (n < 6 || memcmp(s, "data/", 5) != 0 || (s[5] == '0' && n > 6) || n - 5 > 18) return false;
     uint64_t v = 0;
     for (size_t i = 5; i < n; i++) {
@@ -51,12 +52,14 @@ static bool data_number(const char *s, size_t n, size_t limit, size_t *num) {
 }
 
 /* Index the records under the root folder by their name below it. */
-static int index_records(ckpt_file *f, ckpt_error *err) {
+static int index_records(ckpt_file *f, ckpt_error *err)
+{
     const char *first = ZI(f)->zip.e[0].name;
     const char *slash = memchr(first, '/', ZI(f)->zip.e[0].name_len);
     if (!slash)
         return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[0].cd_pos,
-                       "ZIP record '%s' is not inside a root folder: not a torch.save archive", first);
+                       "ZIP record '%s' is not inside a root folder: not a torch.save archive",
+                       first);
     size_t rn = (size_t)(slash - first);
     f->root_name = ck_strndup(&f->arena, first, rn);
     if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -65,45 +68,56 @@ static int index_records(ckpt_file *f, ckpt_error *err) {
     ZI(f)->nzip_data_num = ZI(f)->zip.n;
     for (size_t i = 0; i < ZI(f)->zip.n; i++) {
         size_t rest;
-        const char *r = strip_root(ZI(f)->zip.e[i].name, ZI(f)->zip.e[i].name_len, f->root_name, rn, &rest);
+        const char *r =
+            strip_root(ZI(f)->zip.e[i].name, ZI(f)->zip.e[i].name_len, f->root_name, rn, &rest);
         if (!r) continue;
         size_t num;
-        if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) { /* the common case, kept out of the hash map */
+        if (data_number(r, rest, ZI(f)->nzip_data_num,
+                        &num)) { /* the common case, kept out of the hash map */
             if (ZI(f)->zip_data_num[num])
-                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos, "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
+                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+                               "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
             ZI(f)->zip_data_num[num] = i + 1;
             continue;
         }
         if (ck_map_get(&ZI(f)->names, r, rest, NULL))
-            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos, "ZIP record '%s' appears twice",
-                           ZI(f)->zip.e[i].name);
-        if (ck_map_put(&ZI(f)->names, r, rest, i)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+                           "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
+        if (ck_map_put(&ZI(f)->names, r, rest, i))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
     return 0;
 }
 
-static const ck_zip_entry *record(const ckpt_file *f, const char *name) {
+static const ck_zip_entry *record(const ckpt_file *f, const char *name)
+{
     size_t i, n = strlen(name);
-    if (data_number(name, n, ZI(f)->nzip_data_num, &i)) return ZI(f)->zip_data_num[i] ? &ZI(f)->zip.e[ZI(f)->zip_data_num[i] - 1] : NULL;
+    if (data_number(name, n, ZI(f)->nzip_data_num, &i))
+        return ZI(f)->zip_data_num[i] ? &ZI(f)->zip.e[ZI(f)->zip_data_num[i] - 1] : NULL;
     if (!ck_map_get(&ZI(f)->names, name, n, &i)) return NULL;
     return &ZI(f)->zip.e[i];
 }
 
-static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
-                            ckpt_error *err) {
+static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf,
+                            size_t n, ckpt_error *err)
+{
     if (s->packed) return ck_zip_read(&ZI(f)->zip, &ZI(f)->zip.e[s->rec], off, buf, n, err);
     return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
 }
 
 /* A storage is its record: index by record, no key map. */
-static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
-                    size_t *idx, bool *created, ckpt_error *err) {
+static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
+                    int64_t pos, size_t *idx, bool *created, ckpt_error *err)
+{
     char name[96];
     snprintf(name, sizeof name, "%s%.*s", (const char *)ud, (int)klen, key);
     const ck_zip_entry *z = record(f, name);
-    if (!z) return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name, name);
+    if (!z)
+        return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name,
+                       name);
     size_t zi = (size_t)(z - ZI(f)->zip.e);
-    if (!ZI(f)->zip_storage && !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
+    if (!ZI(f)->zip_storage &&
+        !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     *created = ZI(f)->zip_storage[zi] == 0;
     if (!*created) {
@@ -113,8 +127,9 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     CK_TRY(ck_storage_new(f, key, klen, idx, err));
     ZI(f)->zip_storage[zi] = *idx + 1;
     if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' holds %llu bytes but its storage needs %llu",
-                       z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
+        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+                       "record '%s' holds %llu bytes but its storage needs %llu", z->name,
+                       (unsigned long long)z->size, (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
     s->data_off = z->data_off;
     s->packed = z->method != 0;
@@ -124,26 +139,33 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     return 0;
 }
 
-static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     ck_storage_binder b = {zip_bind, ud ? ud : (void *)"data/"};
     return ck_storage_pid(f, pid, pos, false, &b, err);
 }
 
 /* Read a small text record (version, byteorder). */
-static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t cap, ckpt_error *err) {
+static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t cap, ckpt_error *err)
+{
     buf[0] = 0;
-    if (z->size >= cap) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
-    if (z->method == 8) CK_TRY(ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err));
-    else CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
+    if (z->size >= cap)
+        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
+    if (z->method == 8)
+        CK_TRY(ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err));
+    else
+        CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
     buf[z->size] = 0;
     return 0;
 }
 
 /* Run the pickle stored in a record (stored in place, or inflated). */
-static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl, void *ud,
-                      ckpt_value **out, ckpt_error *err) {
+static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl,
+                      void *ud, ckpt_value **out, ckpt_error *err)
+{
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos, "%s is %llu bytes (limit %llu; max_pickle_bytes)", label,
+        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+                       "%s is %llu bytes (limit %llu; max_pickle_bytes)", label,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;
@@ -152,7 +174,8 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
         in.buf = f->src.map + z->data_off;
         in.base = (int64_t)z->data_off;
     } else {
-        if (ck_mem_charge(&f->arena, z->size)) return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+        if (ck_mem_charge(&f->arena, z->size))
+            return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
         buf = malloc(z->size ? (size_t)z->size : 1);
         if (!buf) {
             ck_mem_release(&f->arena, z->size);
@@ -170,7 +193,8 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
     }
     size_t used = 0;
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
-    if (r == 0 && used < z->size) r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    if (r == 0 && used < z->size)
+        r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
     if (buf) ck_mem_release(&f->arena, z->size);
     free(buf);
     return r == 0 ? 0 : -1;
@@ -181,28 +205,32 @@ static int zip_open(ckpt_file *f, ckpt_error *err);
 /* When a ZIP fails to open, damage is the likeliest cause: if a record the
  * open read (the pickles, version, byteorder) fails its CRC, say so instead
  * of reporting what the damaged bytes looked like.  Always returns -1. */
-static void zip_blame(ckpt_file *f, ckpt_error *err) {
-    if (!ZI(f) || !ZI(f)->zip.n || !f->root_name || !f->root_name[0] || (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
+static void zip_blame(ckpt_file *f, ckpt_error *err)
+{
+    if (!ZI(f) || !ZI(f)->zip.n || !f->root_name || !f->root_name[0] ||
+        (err && (err->code == CKPT_E_NOMEM || err->code == CKPT_E_IO)))
         return;
-    static const char *const read_at_open[] = {"data.pkl", "constants.pkl", "version", ".data/version", "byteorder"};
+    static const char *const read_at_open[] = {"data.pkl", "constants.pkl", "version",
+                                               ".data/version", "byteorder"};
     for (size_t i = 0; i < sizeof read_at_open / sizeof read_at_open[0]; i++) {
         const ck_zip_entry *z = record(f, read_at_open[i]);
         if (!z || z->crc == 0 || z->size > f->opt.max_pickle_bytes) continue;
         uint32_t crc;
         ckpt_error e2;
         if (ck_zip_crc(&ZI(f)->zip, z, &crc, &e2) != 0) continue;
-        if (crc != z->crc)
-        {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
-                    z->name, z->crc, crc);
+        if (crc != z->crc) {
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
+                    "crc mismatch in %s (recorded %08x, computed %08x)", z->name, z->crc, crc);
             return;
         }
     }
 }
 
-static int zip_open(ckpt_file *f, ckpt_error *err) {
+static int zip_open(ckpt_file *f, ckpt_error *err)
+{
     f->format = CKPT_FORMAT_ZIP;
-    if (!(f->fmt_state = calloc(1, sizeof(zip_index)))) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (!(f->fmt_state = calloc(1, sizeof(zip_index))))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     ZI(f)->zip.src = &f->src;
     ZI(f)->zip.arena = &f->arena;
     ZI(f)->zip.max_entries = f->opt.max_entries;
@@ -213,8 +241,8 @@ static int zip_open(ckpt_file *f, ckpt_error *err) {
         f->format = CKPT_FORMAT_TORCHSCRIPT;
         if (!pkl) return ck_fail(err, CKPT_E_FORMAT, -1, "TorchScript archive has no data.pkl");
     } else if (!pkl) {
-        return ck_fail(err, CKPT_E_FORMAT, -1, "ZIP archive has no %s/data.pkl: not a torch.save file",
-                       f->root_name);
+        return ck_fail(err, CKPT_E_FORMAT, -1,
+                       "ZIP archive has no %s/data.pkl: not a torch.save file", f->root_name);
     }
     char buf[64];
     const ck_zip_entry *ver = record(f, "version");
@@ -229,10 +257,13 @@ static int zip_open(ckpt_file *f, ckpt_error *err) {
     if (bo) {
         CK_TRY(small_record(f, bo, buf, sizeof buf, err));
         size_t n = strcspn(buf, "\r\n");
-        if (n == 3 && memcmp(buf, "big", 3) == 0) f->byteorder = CKPT_BIG;
-        else if (n == 6 && memcmp(buf, "little", 6) == 0) f->byteorder = CKPT_LITTLE;
-        else return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off, "byteorder record says '%.*s'",
-                            (int)(n > 20 ? 20 : n), buf);
+        if (n == 3 && memcmp(buf, "big", 3) == 0)
+            f->byteorder = CKPT_BIG;
+        else if (n == 6 && memcmp(buf, "little", 6) == 0)
+            f->byteorder = CKPT_LITTLE;
+        else
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off,
+                           "byteorder record says '%.*s'", (int)(n > 20 ? 20 : n), buf);
     }
     if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
         /* Weights are later work; the pickles are run so that show and scan
@@ -247,11 +278,13 @@ static int zip_open(ckpt_file *f, ckpt_error *err) {
 }
 
 static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *),
-                      void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err) {
+                      void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
+{
     return ck_zip_check(&ZI(f)->zip, note, progress, ctx, err);
 }
 
-static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec, ckpt_error *err) {
+static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec, ckpt_error *err)
+{
     (void)err;
     const ck_zip_entry *z = &ZI(f)->zip.e[s->rec];
     rec->name = z->name;
@@ -264,7 +297,8 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
     return 0;
 }
 
-static void zip_close(ckpt_file *f) {
+static void zip_close(ckpt_file *f)
+{
     zip_index *zi = ZI(f);
     if (!zi) return;
     ck_map_free(&zi->names);
@@ -275,10 +309,11 @@ static void zip_close(ckpt_file *f) {
     f->fmt_state = NULL;
 }
 
-static int zip_bid(const uint8_t *head, size_t n, uint64_t size) {
+static int zip_bid(const uint8_t *head, size_t n, uint64_t size)
+{
     (void)size;
     return n >= 4 && ck_le32(head) == 0x04034b50u; /* a local header */
 }
 
-const ck_format ck_format_zip = {"zip", zip_bid, zip_open, zip_storage_read, zip_verify, zip_blame, zip_close,
-                              zip_record};
+const ck_format ck_format_zip = {"zip",      zip_bid,   zip_open,  zip_storage_read,
+                                 zip_verify, zip_blame, zip_close, zip_record};

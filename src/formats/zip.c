@@ -24,7 +24,7 @@
  * file (guarded by its mutex), and one per read that finds it busy. */
 typedef struct ck_inflater ck_inflater;
 struct ck_inflater {
-    pthread_mutex_t lock;  /* the file's cursor: one reader at a time */
+    pthread_mutex_t lock; /* the file's cursor: one reader at a time */
     z_stream zs;
     bool live;             /* zs is initialised */
     const ck_zip_entry *z; /* the record it is inflating */
@@ -32,16 +32,18 @@ struct ck_inflater {
     uint8_t in[1 << 16], tmp[1 << 16];
 };
 
-
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
 #define SIG_EOCD 0x06054b50u
 #define SIG_EOCD64 0x06064b50u
 #define SIG_LOC64 0x07064b50u
 
-static int find_eocd(ck_zip *a, uint64_t *pos, uint8_t eocd[22], ckpt_error *err) {
+static int find_eocd(ck_zip *a, uint64_t *pos, uint8_t eocd[22], ckpt_error *err)
+{
     uint64_t size = a->src->size;
-    if (size < 22) return ck_fail(err, CKPT_E_FORMAT, 0, "ZIP too short for an end of central directory record");
+    if (size < 22)
+        return ck_fail(err, CKPT_E_FORMAT, 0,
+                       "ZIP too short for an end of central directory record");
     uint64_t tail = size < 65557 ? size : 65557;
     uint8_t *buf = malloc((size_t)tail);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -60,17 +62,19 @@ static int find_eocd(ck_zip *a, uint64_t *pos, uint8_t eocd[22], ckpt_error *err
         }
     }
     free(buf);
-    return ck_fail(err, CKPT_E_FORMAT, (int64_t)size, "ZIP end of central directory record not found");
+    return ck_fail(err, CKPT_E_FORMAT, (int64_t)size,
+                   "ZIP end of central directory record not found");
 }
 
-
-int ck_zip_index(ck_zip *a, ckpt_error *err) {
+int ck_zip_index(ck_zip *a, ckpt_error *err)
+{
     uint8_t e[22] = {0};
     uint64_t eocd_pos = 0;
     CK_TRY(find_eocd(a, &eocd_pos, e, err));
     uint64_t entries = ck_le16(e + 10), cd_size = ck_le32(e + 12), cd_off = ck_le32(e + 16);
     if (ck_le16(e + 4) != 0 || ck_le16(e + 6) != 0)
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos, "multi-disk ZIP archives are not supported");
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
+                       "multi-disk ZIP archives are not supported");
     bool need64 = entries == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu;
     uint64_t dir_end = eocd_pos; /* the directory must end before this */
     if (eocd_pos >= 20) {
@@ -85,7 +89,8 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
                                (unsigned long long)z_off);
             CK_TRY(ck_read(a->src, z_off, z, 56, "ZIP64 end record", err));
             if (ck_le32(z) != SIG_EOCD64)
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z_off, "bad ZIP64 end record signature");
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z_off,
+                               "bad ZIP64 end record signature");
             uint64_t e64 = ck_le64(z + 32), s64 = ck_le64(z + 40), o64 = ck_le64(z + 48);
             if ((entries != 0xFFFF && entries != e64) ||
                 (cd_size != 0xFFFFFFFFu && cd_size != s64) ||
@@ -105,8 +110,9 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
                        "central directory (%llu bytes at %llu) lies outside the archive",
                        (unsigned long long)cd_size, (unsigned long long)cd_off);
     if (entries > a->max_entries)
-        return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos, "ZIP has %llu records (limit %u; max_entries)",
-                       (unsigned long long)entries, a->max_entries);
+        return ck_fail(err, CKPT_E_LIMIT, (int64_t)eocd_pos,
+                       "ZIP has %llu records (limit %u; max_entries)", (unsigned long long)entries,
+                       a->max_entries);
     if (entries * 46 > cd_size)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)eocd_pos,
                        "central directory of %llu bytes cannot hold %llu records",
@@ -137,8 +143,8 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
         z->local_off = ck_le32(h + 42);
         uint64_t total = 46ull + nlen + xlen + clen;
         if (total > end - p) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "central directory entry %llu runs past the directory",
-                    (unsigned long long)i);
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
+                    "central directory entry %llu runs past the directory", (unsigned long long)i);
             goto out;
         }
         h = ck_win(&w, p, (size_t)total, "central directory", err);
@@ -160,7 +166,8 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
                 for (int k = 0; k < 3; k++) {
                     if (*fields[k] != 0xFFFFFFFFu) continue;
                     if (qe - q < 8) {
-                        ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "ZIP64 extra field of '%s' too short", z->name);
+                        ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
+                                "ZIP64 extra field of '%s' too short", z->name);
                         goto out;
                     }
                     *fields[k] = ck_le64(q);
@@ -179,15 +186,18 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
             goto out;
         }
         if (z->method == 0 && z->comp_size != z->size) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "stored record '%s' has compressed size %llu but size %llu",
-                    z->name, (unsigned long long)z->comp_size, (unsigned long long)z->size);
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
+                    "stored record '%s' has compressed size %llu but size %llu", z->name,
+                    (unsigned long long)z->comp_size, (unsigned long long)z->size);
             goto out;
         }
         /* deflate expands at most 1032:1: a larger declared size is a lie that
          * would size buffers (whole records, strided reads) beyond any real data */
-        if (z->method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 && z->size > (z->comp_size + 1) * 1032) {
+        if (z->method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 &&
+            z->size > (z->comp_size + 1) * 1032) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
-                    "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes can hold",
+                    "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes "
+                    "can hold",
                     z->name, (unsigned long long)z->size, (unsigned long long)z->comp_size);
             goto out;
         }
@@ -207,21 +217,23 @@ int ck_zip_index(ck_zip *a, ckpt_error *err) {
     for (size_t i = 0; i < a->n; i++) {
         ck_zip_entry *z = &a->e[i];
         if (z->local_off > cd_off || cd_off - z->local_off < 30) {
-            ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "local header of '%s' lies outside the archive (%llu)",
-                    z->name, (unsigned long long)z->local_off);
+            ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+                    "local header of '%s' lies outside the archive (%llu)", z->name,
+                    (unsigned long long)z->local_off);
             goto out;
         }
         const uint8_t *h = ck_win(&w, z->local_off, 30, "local header", err);
         if (!h) goto out;
         if (ck_le32(h) != SIG_LOCAL) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "bad local header signature for '%s'", z->name);
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                    "bad local header signature for '%s'", z->name);
             goto out;
         }
         uint64_t data = z->local_off + 30 + ck_le16(h + 26) + ck_le16(h + 28);
         if (data > cd_off || z->comp_size > cd_off - data) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
-                    "record '%s' (%llu bytes at %llu) runs into the central directory",
-                    z->name, (unsigned long long)z->comp_size, (unsigned long long)data);
+                    "record '%s' (%llu bytes at %llu) runs into the central directory", z->name,
+                    (unsigned long long)z->comp_size, (unsigned long long)data);
             goto out;
         }
         z->data_off = data;
@@ -236,7 +248,8 @@ out:
 /* Inflate bytes [off, off+n) of a deflated record into out.  When crc is not
  * NULL it also accumulates the CRC-32 of the bytes before off, which makes
  * inflate_range_crc(a, z, z->size, NULL, 0, &crc, err) one streaming pass. */
-static void inflater_end(ck_inflater *st) {
+static void inflater_end(ck_inflater *st)
+{
     if (st->live) inflateEnd(&st->zs);
     st->live = false;
     st->z = NULL;
@@ -245,12 +258,14 @@ static void inflater_end(ck_inflater *st) {
 /* Bytes [off, off+n) of the record's output into out, continuing from
  * where st stopped when it is on this record and not past `off` (so that
  * sequential chunked reads cost one pass, not one pass each). */
-static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z, uint64_t off, void *out,
-                        size_t n, uLong *crc, ckpt_error *err) {
+static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z, uint64_t off,
+                        void *out, size_t n, uLong *crc, ckpt_error *err)
+{
     if (!st->live || st->z != z || st->out_pos > off) {
         inflater_end(st);
         memset(&st->zs, 0, sizeof st->zs);
-        if (inflateInit2(&st->zs, -MAX_WBITS) != Z_OK) return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
+        if (inflateInit2(&st->zs, -MAX_WBITS) != Z_OK)
+            return ck_fail(err, CKPT_E_NOMEM, -1, "inflateInit failed");
         st->live = true;
         st->z = z;
         st->in_pos = st->out_pos = 0;
@@ -263,7 +278,8 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         if (zs->avail_in == 0) {
             if (st->in_pos == z->comp_size) {
                 inflater_end(st);
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' ends early", z->name);
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
+                               "deflated record '%s' ends early", z->name);
             }
             uint64_t k = z->comp_size - st->in_pos < chunk ? z->comp_size - st->in_pos : chunk;
             if (ck_read(a->src, z->data_off + st->in_pos, st->in, (size_t)k, z->name, err)) {
@@ -289,8 +305,9 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         zs->avail_out = (uInt)room;
         int r = inflate(zs, Z_NO_FLUSH);
         if (r != Z_OK && r != Z_STREAM_END && !(r == Z_BUF_ERROR && zs->avail_in == 0)) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + st->in_pos), "deflated record '%s' is corrupt (%s)",
-                    z->name, zs->msg ? zs->msg : "inflate error");
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + st->in_pos),
+                    "deflated record '%s' is corrupt (%s)", z->name,
+                    zs->msg ? zs->msg : "inflate error");
             inflater_end(st);
             return -1;
         }
@@ -298,15 +315,16 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         st->out_pos += room - zs->avail_out;
         if (r == Z_STREAM_END && st->out_pos < want_end) {
             inflater_end(st);
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "deflated record '%s' is shorter than declared",
-                           z->name);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
+                           "deflated record '%s' is shorter than declared", z->name);
         }
     }
     return 0;
 }
 
-static int inflate_range_crc(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
-                             uLong *crc, ckpt_error *err) {
+static int inflate_range_crc(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *out,
+                             size_t n, uLong *crc, ckpt_error *err)
+{
     ck_inflater *st = malloc(sizeof *st);
     if (!st) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     st->live = false;
@@ -324,33 +342,38 @@ static int inflate_range_crc(const ck_zip *a, const ck_zip_entry *z, uint64_t of
  * sequential reads 5-7x slower (each chunk inflates from the record's
  * start); one locked cursor made 8 threads wait in turn. */
 static int inflate_range(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *out, size_t n,
-                         ckpt_error *err) {
+                         ckpt_error *err)
+{
     ck_inflater *st = a->inflater;
-    if (!st || pthread_mutex_trylock(&st->lock) != 0) return inflate_range_crc(a, z, off, out, n, NULL, err);
+    if (!st || pthread_mutex_trylock(&st->lock) != 0)
+        return inflate_range_crc(a, z, off, out, n, NULL, err);
     int rc = inflate_from(a, st, z, off, out, n, NULL, err);
     pthread_mutex_unlock(&st->lock);
     return rc;
 }
 
-static void inflater_free(ck_inflater *st) {
+static void inflater_free(ck_inflater *st)
+{
     if (!st) return;
     inflater_end(st);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
-
-
-int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
-    size_t chunk = z->size < (1u << 20) ? (size_t)z->size + 1 : 1u << 20; /* small records: small buffer */
+int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)
+{
+    size_t chunk =
+        z->size < (1u << 20) ? (size_t)z->size + 1 : 1u << 20; /* small records: small buffer */
     uint8_t *buf = malloc(chunk);
     if (!buf) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     uLong c = crc32(0L, Z_NULL, 0);
     int rc = 0;
     for (uint64_t off = 0; off < z->size && rc == 0; off += chunk) {
         size_t n = z->size - off < chunk ? (size_t)(z->size - off) : chunk;
-        if (z->method == 8) rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
-        else rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
+        if (z->method == 8)
+            rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
+        else
+            rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
         if (rc == 0) c = ck_crc32((uint32_t)c, buf, n);
     }
     free(buf);
@@ -359,7 +382,8 @@ int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckp
 }
 
 /* Deflated records are inflated in one stream for the CRC, not per chunk. */
-int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)
+{
     /* big ones in one streaming pass, without a buffer: chunk by chunk would
      * restart inflate each time, and a whole-record buffer would come on
      * top of what a failed open still holds (up to max_memory) */
@@ -378,7 +402,8 @@ int ck_zip_crc_deflated(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, c
 }
 
 int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
-                 void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err) {
+                 void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
+{
     char line[400];
     uint64_t total = 0, done = 0;
     if (progress)
@@ -392,7 +417,8 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
         uint16_t nlen = ck_le16(h + 26);
         uint32_t lcrc = ck_le32(h + 14), lcomp = ck_le32(h + 18), lsize = ck_le32(h + 22);
         if (nlen != z->name_len)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header name length differs for %s", z->name);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                           "local header name length differs for %s", z->name);
         char *name = malloc(nlen ? nlen : 1);
         if (!name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         if (ck_read(a->src, z->local_off + 30, name, nlen, "local header", err)) {
@@ -401,25 +427,34 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
         }
         int same = memcmp(name, z->name, nlen) == 0;
         free(name);
-        if (!same) return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header name differs for %s", z->name);
+        if (!same)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                           "local header name differs for %s", z->name);
         if (ck_le16(h + 8) != z->method)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header method differs for %s", z->name);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                           "local header method differs for %s", z->name);
         uint16_t lflags = ck_le16(h + 6);
         if (!(lflags & 8)) {
-            if (lcrc != z->crc) return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header crc differs for %s", z->name);
-            if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) || (lsize != 0xFFFFFFFFu && lsize != z->size))
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off, "local header sizes differ for %s", z->name);
+            if (lcrc != z->crc)
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                               "local header crc differs for %s", z->name);
+            if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) ||
+                (lsize != 0xFFFFFFFFu && lsize != z->size))
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                               "local header sizes differ for %s", z->name);
         }
         uint32_t crc;
-        CK_TRY(z->method == 8 ? ck_zip_crc_deflated(a, z, &crc, err) : ck_zip_crc_stored(a, z, &crc, err));
+        CK_TRY(z->method == 8 ? ck_zip_crc_deflated(a, z, &crc, err)
+                              : ck_zip_crc_stored(a, z, &crc, err));
         if (z->crc == 0 && crc != 0) {
             if (note) {
                 snprintf(line, sizeof line, "no crc recorded for %s", z->name);
                 note(ctx, line);
             }
         } else if (crc != z->crc) {
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off, "crc mismatch in %s (recorded %08x, computed %08x)",
-                           z->name, z->crc, crc);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
+                           "crc mismatch in %s (recorded %08x, computed %08x)", z->name, z->crc,
+                           crc);
         }
         if (lflags & 8) { /* data descriptor: [sig] crc comp size (32 or 64 bit) */
             uint64_t d = z->data_off + z->comp_size;
@@ -429,7 +464,8 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
                 CK_TRY(ck_read(a->src, d, dd, avail, "data descriptor", err));
                 const uint8_t *q = ck_le32(dd) == 0x08074b50u ? dd + 4 : dd;
                 if (ck_le32(q) != z->crc)
-                    return ck_fail(err, CKPT_E_FORMAT, (int64_t)d, "data descriptor crc differs for %s", z->name);
+                    return ck_fail(err, CKPT_E_FORMAT, (int64_t)d,
+                                   "data descriptor crc differs for %s", z->name);
             }
         }
         if (ck_add_ovf(done, z->comp_size, &done)) done = UINT64_MAX;
@@ -438,17 +474,20 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
     return 0;
 }
 
-
-int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n, ckpt_error *err) {
+int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n,
+                ckpt_error *err)
+{
     if (z->method == 8) return inflate_range(a, z, off, buf, n, err);
     return ck_read(a->src, z->data_off + off, buf, n, z->name, err);
 }
 
-int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err) {
+int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)
+{
     return z->method == 8 ? ck_zip_crc_deflated(a, z, crc, err) : ck_zip_crc_stored(a, z, crc, err);
 }
 
-void ck_zip_free(ck_zip *a) {
+void ck_zip_free(ck_zip *a)
+{
     free(a->e);
     inflater_free(a->inflater);
     a->e = NULL;

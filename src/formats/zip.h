@@ -12,26 +12,27 @@ typedef struct ck_zip_entry {
     size_t name_len;
     uint64_t comp_size, size, local_off, data_off;
     uint32_t crc;
-    uint16_t method, flags;  /* method 0 stored, 8 deflated */
-    int64_t cd_pos;          /* its central directory entry */
+    uint16_t method, flags; /* method 0 stored, 8 deflated */
+    int64_t cd_pos;         /* its central directory entry */
 } ck_zip_entry;
 
 typedef struct ck_inflater ck_inflater; /* a resumable inflate cursor */
 
 typedef struct ck_zip {
-    const ck_source *src;   /* set by the caller */
-    ck_arena *arena;        /* names live here; set by the caller */
-    uint32_t max_entries;   /* set by the caller */
-    ck_zip_entry *e;        /* the records, in central directory order */
+    const ck_source *src; /* set by the caller */
+    ck_arena *arena;      /* names live here; set by the caller */
+    uint32_t max_entries; /* set by the caller */
+    ck_zip_entry *e;      /* the records, in central directory order */
     size_t n;
-    ck_inflater *inflater;  /* when records are deflated: sequential reads resume */
+    ck_inflater *inflater; /* when records are deflated: sequential reads resume */
 } ck_zip;
 
 /* Read the end records, the central directory and the local headers. */
 int ck_zip_index(ck_zip *a, ckpt_error *err);
 /* Bytes [off, off+n) of a record's content (inflated when deflated); the
  * caller checks the range against z->size.  Safe from several threads. */
-int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n, ckpt_error *err);
+int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n,
+                ckpt_error *err);
 /* CRC-32 of a record's content. */
 int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);
 int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err);

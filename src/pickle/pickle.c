@@ -39,12 +39,14 @@ static const struct {
     {"copyreg", "__newobj__", CK_TAG_COPYREG_NEWOBJ},
 };
 
-static bool eq(const char *a, size_t an, const char *b) {
+static bool eq(const char *a, size_t an, const char *b)
+{
     return strlen(b) == an && memcmp(a, b, an) == 0;
 }
 
 /* Classify (module, name): Python's own first, then the find_class hook. */
-static void classify(const ck_unpickler *u, ckpt_value *g) {
+static void classify(const ck_unpickler *u, ckpt_value *g)
+{
     const char *m = g->u.g->module, *n = g->u.g->name;
     size_t mn = strlen(m), nn = strlen(n);
     for (size_t i = 0; i < sizeof builtin_globals / sizeof builtin_globals[0]; i++)
@@ -84,7 +86,8 @@ typedef struct ck_machine machine;
 
 /* Grow one of the machine's arrays, charged to the file's memory limit;
  * a refusal is reported at the opcode. */
-static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item) {
+static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item)
+{
     if (need <= *cap) return 0;
     if (ck_grow_in(m->u->arena, arr, cap, need, item, m->err) == 0) return 0;
     return m->u->arena->over ? OOM() : -1;
@@ -96,7 +99,8 @@ static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item) 
  * the words such copies allocate count against max_expansion, for all the
  * pickles of a file together. */
 /* Room for exactly n more items (no doubling waste). */
-static int reserve(machine *m, ckpt_value *v, size_t n) {
+static int reserve(machine *m, ckpt_value *v, size_t n)
+{
     if (v->u.seq.cap - v->u.seq.n >= n) return 0;
     if (n > SIZE_MAX / sizeof *v->u.seq.v - v->u.seq.n) return OOM();
     ckpt_value **nv = ck_alloc(m->u->arena, (v->u.seq.n + n) * sizeof *nv);
@@ -107,7 +111,8 @@ static int reserve(machine *m, ckpt_value *v, size_t n) {
     return 0;
 }
 
-static int copied(machine *m, uint64_t words) {
+static int copied(machine *m, uint64_t words)
+{
     /* at most max_expansion words, and at most 1 Mi words more than the
      * file has bytes: a real big string or list is copied once, a shared
      * one copied again and again runs out */
@@ -120,12 +125,15 @@ static int copied(machine *m, uint64_t words) {
         return -1;
     }
     if (m->u->copies > cap)
-        return FAIL(CKPT_E_LIMIT, "the pickles copy more than %llu words out of shared values "
-                    "(shared references expand too much%s)", (unsigned long long)cap, cap == budget ? "; max_expansion" : "");
+        return FAIL(CKPT_E_LIMIT,
+                    "the pickles copy more than %llu words out of shared values "
+                    "(shared references expand too much%s)",
+                    (unsigned long long)cap, cap == budget ? "; max_expansion" : "");
     return 0;
 }
 
-static int push(machine *m, ckpt_value *v) {
+static int push(machine *m, ckpt_value *v)
+{
     if (!v) return OOM();
     if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack) /* every push, not only when growing */
         return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->u->opt->max_stack);
@@ -136,11 +144,13 @@ static int push(machine *m, ckpt_value *v) {
     return 0;
 }
 
-static size_t fence(const machine *m) {
+static size_t fence(const machine *m)
+{
     return m->nmarks ? m->marks[m->nmarks - 1] : 0;
 }
 
-static ckpt_value *pop(machine *m) {
+static ckpt_value *pop(machine *m)
+{
     if (m->sp <= fence(m)) {
         PFAIL("stack underflow");
         return NULL;
@@ -148,7 +158,8 @@ static ckpt_value *pop(machine *m) {
     return m->stack[--m->sp];
 }
 
-static ckpt_value *top(machine *m) {
+static ckpt_value *top(machine *m)
+{
     if (m->sp <= fence(m)) {
         PFAIL("stack underflow");
         return NULL;
@@ -157,7 +168,8 @@ static ckpt_value *top(machine *m) {
 }
 
 /* Pop everything above the top mark; *base gets the first index. */
-static int pop_mark(machine *m, size_t *base) {
+static int pop_mark(machine *m, size_t *base)
+{
     if (!m->nmarks) return PFAIL("MARK expected but missing");
     *base = m->marks[--m->nmarks];
     return 0;
@@ -165,7 +177,8 @@ static int pop_mark(machine *m, size_t *base) {
 
 /* ---- input ------------------------------------------------------------- */
 
-static int need(machine *m, size_t n) {
+static int need(machine *m, size_t n)
+{
     if ((size_t)(m->end - m->p) >= n) return 0;
     if (m->in->more) {
         m->need_more = 1;
@@ -177,7 +190,8 @@ static int need(machine *m, size_t n) {
 }
 
 /* A text line ending in '\n'; returns its length without the newline. */
-static int line(machine *m, const char **s, size_t *n) {
+static int line(machine *m, const char **s, size_t *n)
+{
     const uint8_t *nl = memchr(m->p, '\n', (size_t)(m->end - m->p));
     if (!nl) {
         if (m->in->more) {
@@ -196,7 +210,8 @@ static int line(machine *m, const char **s, size_t *n) {
 /* An array indexed by key, as CPython's own unpickler keeps it; keys must be
  * below max_memo, so a hostile key cannot ask for a huge array. */
 
-static int memo_put(machine *m, uint64_t key) {
+static int memo_put(machine *m, uint64_t key)
+{
     /* a pickler numbers its memo entries one per memoizing opcode, so an
      * honest key is below the pickle's length; max_memo is the slack */
     uint64_t limit = (uint64_t)m->u->opt->max_memo + m->in->len;
@@ -205,7 +220,9 @@ static int memo_put(machine *m, uint64_t key) {
         return -1;
     }
     if (key >= limit)
-        return FAIL(CKPT_E_LIMIT, "memo key %llu is beyond the memo limit of %llu, the pickle's length plus %u (max_memo)",
+        return FAIL(CKPT_E_LIMIT,
+                    "memo key %llu is beyond the memo limit of %llu, the pickle's length plus %u "
+                    "(max_memo)",
                     (unsigned long long)key, (unsigned long long)limit, m->u->opt->max_memo);
     ckpt_value *v = top(m);
     if (!v) return -1;
@@ -219,7 +236,8 @@ static int memo_put(machine *m, uint64_t key) {
     return 0;
 }
 
-static int memo_get(machine *m, uint64_t key) {
+static int memo_get(machine *m, uint64_t key)
+{
     if (key >= m->mcap2 || !m->mvals[key])
         return PFAIL("memo key %llu is not defined", (unsigned long long)key);
     return push(m, m->mvals[key]);
@@ -227,7 +245,8 @@ static int memo_get(machine *m, uint64_t key) {
 
 /* ---- numbers ----------------------------------------------------------- */
 
-static ckpt_value *new_int(machine *m, int64_t i) {
+static ckpt_value *new_int(machine *m, int64_t i)
+{
     if (i >= 0 && i < 256 && m->small[i]) return m->small[i];
     ckpt_value *v = ck_new(m->u, CKPT_V_INT);
     if (v) v->u.i = i;
@@ -235,7 +254,8 @@ static ckpt_value *new_int(machine *m, int64_t i) {
     return v;
 }
 
-static ckpt_value *new_bool(machine *m, bool b) {
+static ckpt_value *new_bool(machine *m, bool b)
+{
     ckpt_value **slot = b ? &m->yes : &m->no;
     if (*slot) return *slot;
     ckpt_value *v = ck_new(m->u, CKPT_V_BOOL);
@@ -243,13 +263,15 @@ static ckpt_value *new_bool(machine *m, bool b) {
     return *slot = v;
 }
 
-static ckpt_value *new_none(machine *m) {
+static ckpt_value *new_none(machine *m)
+{
     if (!m->none) m->none = ck_new(m->u, CKPT_V_NONE);
     return m->none;
 }
 
 /* A tuple/list/set whose items are copied from the stack, in one allocation. */
-static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, size_t n) {
+static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, size_t n)
+{
     if (n > (SIZE_MAX - sizeof(ckpt_value)) / sizeof(ckpt_value *)) return NULL;
     ckpt_value *v = ck_alloc(m->u->arena, sizeof *v + n * sizeof(ckpt_value *));
     if (!v) return NULL;
@@ -264,7 +286,8 @@ static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, 
 }
 
 /* Parse a decimal integer text (optional sign, digits); int64 or BIGINT. */
-static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out) {
+static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out)
+{
     size_t i = 0;
     bool neg = false;
     if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
@@ -282,7 +305,8 @@ static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out) 
         return *out ? 0 : OOM();
     }
     while (start < n - 1 && s[start] == '0') start++;
-    if (n - start > 40000) return FAIL(CKPT_E_LIMIT, "integer of %zu digits is too large", n - start);
+    if (n - start > 40000)
+        return FAIL(CKPT_E_LIMIT, "integer of %zu digits is too large", n - start);
     char *t = ck_alloc(m->u->arena, n - start + 2);
     if (!t) return OOM();
     size_t k = 0;
@@ -299,7 +323,8 @@ static int parse_decimal(machine *m, const char *s, size_t n, ckpt_value **out) 
 }
 
 /* LONG1/LONG4: little-endian two's complement of n bytes. */
-static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value **out) {
+static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value **out)
+{
     if (n == 0) {
         *out = new_int(m, 0);
         return *out ? 0 : OOM();
@@ -372,8 +397,12 @@ static int parse_long_bytes(machine *m, const uint8_t *b, size_t n, ckpt_value *
 
 /* ---- strings ----------------------------------------------------------- */
 
-static size_t put_utf8(char *o, uint32_t c) {
-    if (c < 0x80) { o[0] = (char)c; return 1; }
+static size_t put_utf8(char *o, uint32_t c)
+{
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
     if (c < 0x800) {
         o[0] = (char)(0xc0 | (c >> 6));
         o[1] = (char)(0x80 | (c & 0x3f));
@@ -392,7 +421,8 @@ static size_t put_utf8(char *o, uint32_t c) {
     return 4;
 }
 
-static int hexval(char c) {
+static int hexval(char c)
+{
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -400,7 +430,8 @@ static int hexval(char c) {
 }
 
 /* UNICODE (protocol 0): raw-unicode-escape. */
-static ckpt_value *raw_unicode(machine *m, const char *s, size_t n) {
+static ckpt_value *raw_unicode(machine *m, const char *s, size_t n)
+{
     if (n > SIZE_MAX / 4 - 1) return NULL;
     char *o = ck_alloc(m->u->arena, n * 4 + 1);
     if (!o) return NULL;
@@ -435,7 +466,8 @@ static ckpt_value *raw_unicode(machine *m, const char *s, size_t n) {
 }
 
 /* STRING (protocol 0): a quoted Python 2 str repr. */
-static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out) {
+static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out)
+{
     if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
         return PFAIL("STRING argument is not quoted");
     s++;
@@ -491,7 +523,8 @@ static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out) 
 
 /* ---- globals ----------------------------------------------------------- */
 
-static void map_py2(const char **mod, size_t *mn) {
+static void map_py2(const char **mod, size_t *mn)
+{
     if (eq(*mod, *mn, "__builtin__") || eq(*mod, *mn, "exceptions")) {
         *mod = "builtins";
         *mn = 8;
@@ -501,8 +534,8 @@ static void map_py2(const char **mod, size_t *mn) {
     }
 }
 
-static int make_global(machine *m, const char *mod, size_t mn, const char *name,
-                       size_t nn) {
+static int make_global(machine *m, const char *mod, size_t mn, const char *name, size_t nn)
+{
     if (m->u->nglobals >= m->u->opt->max_entries)
         return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->u->opt->max_entries);
     map_py2(&mod, &mn);
@@ -529,36 +562,42 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     return push(m, g);
 }
 
-static void mark_called(machine *m, const ckpt_value *callable) {
+static void mark_called(machine *m, const ckpt_value *callable)
+{
     if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->u->nglobals)
         m->u->globals[callable->u.g->gref].called = 1;
 }
 
 /* ---- interpreting known callables -------------------------------------- */
 
-static bool is_seq(const ckpt_value *v) {
+static bool is_seq(const ckpt_value *v)
+{
     return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
 }
 
-static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args) {
+static ckpt_value *new_object(machine *m, ckpt_value *callable, ckpt_value *args)
+{
     ckpt_value *o = ck_new(m->u, CKPT_V_OBJECT);
     if (!o || !(o->u.obj = ck_alloc(m->u->arena, sizeof *o->u.obj))) return NULL;
     o->u.obj->callable = callable;
     o->u.obj->args = args;
-    o->cls = callable->kind == CKPT_V_GLOBAL ? callable->cls
-             : callable->kind == CKPT_V_OBJECT ? callable->cls : "?";
+    o->cls = callable->kind == CKPT_V_GLOBAL   ? callable->cls
+             : callable->kind == CKPT_V_OBJECT ? callable->cls
+                                               : "?";
     if (!o->cls) o->cls = "?";
     return o;
 }
 
-static ckpt_value *new_dict(machine *m, const char *cls) {
+static ckpt_value *new_dict(machine *m, const char *cls)
+{
     ckpt_value *d = ck_new(m->u, CKPT_V_DICT);
     if (d) d->cls = cls;
     return d;
 }
 
 /* Copy the items of a list/tuple/set arg into a new container. */
-static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out) {
+static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out)
+{
     ckpt_value *v = ck_new(m->u, kind);
     if (!v) return OOM();
     if (src) {
@@ -573,7 +612,8 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
     return 0;
 }
 
-static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
+static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
+{
     if (src->kind == CKPT_V_DICT || is_seq(src)) {
         size_t words = src->kind == CKPT_V_DICT ? src->u.seq.n : 2 * src->u.seq.n;
         if (copied(m, words) || reserve(m, d, words)) return -1;
@@ -595,7 +635,8 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src) {
 }
 
 /* latin-1 text (as UTF-8) back to bytes: _codecs.encode(s, 'latin1'). */
-static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
+static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s)
+{
     char *o = ck_alloc(m->u->arena, s->u.s.n + 1);
     if (!o) return NULL;
     size_t k = 0;
@@ -625,7 +666,8 @@ static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s) {
 
 /* REDUCE / NEWOBJ: callable(*args).  Interprets what torch's loader knows,
  * makes an inert OBJECT of anything else. */
-static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out) {
+static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out)
+{
     mark_called(m, callable);
     if (args->kind != CKPT_V_TUPLE) return PFAIL("call arguments are not a tuple");
     size_t n = args->u.seq.n;
@@ -653,8 +695,9 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
         case CK_TAG_TUPLE:
         case CK_TAG_SET:
         case CK_TAG_FROZENSET: {
-            ckpt_kind k = callable->gid == CK_TAG_LIST ? CKPT_V_LIST
-                          : callable->gid == CK_TAG_TUPLE ? CKPT_V_TUPLE : CKPT_V_SET;
+            ckpt_kind k = callable->gid == CK_TAG_LIST    ? CKPT_V_LIST
+                          : callable->gid == CK_TAG_TUPLE ? CKPT_V_TUPLE
+                                                          : CKPT_V_SET;
             if (n > 1) break;
             r = seq_from(m, k, n ? a[0] : NULL, out);
             if (r < 0) return -1;
@@ -722,12 +765,13 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
 
 /* NEWOBJ cls(*args): like REDUCE for what we interpret, but a dict or list
  * subclass created this way stays an object that gets items later. */
-static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **out) {
+static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **out)
+{
     if (args->kind != CKPT_V_TUPLE) return PFAIL("NEWOBJ arguments are not a tuple");
     if (cls->kind == CKPT_V_GLOBAL &&
-        (cls->gid == CK_TAG_ORDEREDDICT || cls->gid == CK_TAG_DICT || cls->gid == CK_TAG_DEFAULTDICT ||
-         cls->gid == CK_TAG_SET || cls->gid == CK_TAG_FROZENSET || cls->gid == CK_TAG_LIST ||
-         cls->gid == CK_TAG_TUPLE))
+        (cls->gid == CK_TAG_ORDEREDDICT || cls->gid == CK_TAG_DICT ||
+         cls->gid == CK_TAG_DEFAULTDICT || cls->gid == CK_TAG_SET || cls->gid == CK_TAG_FROZENSET ||
+         cls->gid == CK_TAG_LIST || cls->gid == CK_TAG_TUPLE))
         return apply(m, cls, args, out);
     if (cls->kind == CKPT_V_GLOBAL && cls->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
         mark_called(m, cls);
@@ -741,7 +785,8 @@ static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **ou
 
 /* ---- mutation opcodes -------------------------------------------------- */
 
-static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
+static int append_to(machine *m, ckpt_value *target, ckpt_value *item)
+{
     if (target->kind == CKPT_V_LIST) {
         if (ck_seq_push(m->u, target, item)) return OOM();
         return 0;
@@ -755,7 +800,8 @@ static int append_to(machine *m, ckpt_value *target, ckpt_value *item) {
     return PFAIL("APPEND to a %s", ckpt_kind_name((ckpt_kind)target->kind));
 }
 
-static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v) {
+static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v)
+{
     ckpt_value *d = target;
     if (target->kind == CKPT_V_OBJECT) {
         if (!target->u.obj->items && !(target->u.obj->items = new_dict(m, NULL))) return OOM();
@@ -767,24 +813,24 @@ static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v)
     return 0;
 }
 
-static int build(machine *m, ckpt_value *target, ckpt_value *state) {
+static int build(machine *m, ckpt_value *target, ckpt_value *state)
+{
     switch (target->kind) {
     case CKPT_V_OBJECT:
         target->u.obj->state = state; /* last BUILD wins, as __setstate__ would */
         return 0;
-    case CKPT_V_DICT:    /* OrderedDict's _metadata and friends: attributes */
-    case CKPT_V_TENSOR:  /* Tensor.__setstate__: requires_grad, hooks: ignored */
+    case CKPT_V_DICT:   /* OrderedDict's _metadata and friends: attributes */
+    case CKPT_V_TENSOR: /* Tensor.__setstate__: requires_grad, hooks: ignored */
     case CKPT_V_LIST:
-    case CKPT_V_SET:
-        return 0;
-    default:
-        return PFAIL("BUILD on a %s", ckpt_kind_name((ckpt_kind)target->kind));
+    case CKPT_V_SET: return 0;
+    default: return PFAIL("BUILD on a %s", ckpt_kind_name((ckpt_kind)target->kind));
     }
 }
 
 /* ---- the loop ---------------------------------------------------------- */
 
-static int run(machine *m, ckpt_value **result) {
+static int run(machine *m, ckpt_value **result)
+{
     const uint8_t *buf = m->in->buf;
     uint64_t ops = 0;
     for (;;) {
@@ -811,13 +857,16 @@ static int run(machine *m, ckpt_value **result) {
             return 0;
         case '(': /* MARK */
             if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack)
-                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->u->opt->max_stack);
+                return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)",
+                            m->u->opt->max_stack);
             CK_TRY(mgrow(m, (void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof *m->marks));
             m->marks[m->nmarks++] = m->sp;
             break;
         case '0': /* POP */
-            if (m->nmarks && m->marks[m->nmarks - 1] == m->sp) m->nmarks--;
-            else if (!pop(m)) return -1;
+            if (m->nmarks && m->marks[m->nmarks - 1] == m->sp)
+                m->nmarks--;
+            else if (!pop(m))
+                return -1;
             break;
         case '1': /* POP_MARK */
             CK_TRY(pop_mark(m, &base));
@@ -832,9 +881,12 @@ static int run(machine *m, ckpt_value **result) {
         case 0x89: CK_TRY(push(m, new_bool(m, false))); break;
         case 'I': /* INT */
             CK_TRY(line(m, &s, &n));
-            if (n == 2 && s[0] == '0' && s[1] == '0') v = new_bool(m, false);
-            else if (n == 2 && s[0] == '0' && s[1] == '1') v = new_bool(m, true);
-            else CK_TRY(parse_decimal(m, s, n, &v));
+            if (n == 2 && s[0] == '0' && s[1] == '0')
+                v = new_bool(m, false);
+            else if (n == 2 && s[0] == '0' && s[1] == '1')
+                v = new_bool(m, true);
+            else
+                CK_TRY(parse_decimal(m, s, n, &v));
             CK_TRY(push(m, v));
             break;
         case 'L': /* LONG */
@@ -843,9 +895,21 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(parse_decimal(m, s, n, &v));
             CK_TRY(push(m, v));
             break;
-        case 'J': CK_TRY(need(m, 4)); CK_TRY(push(m, new_int(m, (int32_t)ck_le32(m->p)))); m->p += 4; break;
-        case 'K': CK_TRY(need(m, 1)); CK_TRY(push(m, new_int(m, m->p[0]))); m->p += 1; break;
-        case 'M': CK_TRY(need(m, 2)); CK_TRY(push(m, new_int(m, ck_le16(m->p)))); m->p += 2; break;
+        case 'J':
+            CK_TRY(need(m, 4));
+            CK_TRY(push(m, new_int(m, (int32_t)ck_le32(m->p))));
+            m->p += 4;
+            break;
+        case 'K':
+            CK_TRY(need(m, 1));
+            CK_TRY(push(m, new_int(m, m->p[0])));
+            m->p += 1;
+            break;
+        case 'M':
+            CK_TRY(need(m, 2));
+            CK_TRY(push(m, new_int(m, ck_le16(m->p))));
+            m->p += 2;
+            break;
         case 0x8a: /* LONG1 */
             CK_TRY(need(m, 1));
             n = m->p[0];
@@ -899,21 +963,32 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(line(m, &s, &n));
             CK_TRY(push(m, raw_unicode(m, s, n)));
             break;
-        case 'T': case 'X': case 'B': case 0x8d: case 0x8e: case 0x96:
-        case 'U': case 'C': case 0x8c: { /* length-prefixed strings and bytes */
-            size_t w = (op == 'U' || op == 'C' || op == 0x8c) ? 1
-                       : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
+        case 'T':
+        case 'X':
+        case 'B':
+        case 0x8d:
+        case 0x8e:
+        case 0x96:
+        case 'U':
+        case 'C':
+        case 0x8c: { /* length-prefixed strings and bytes */
+            size_t w = (op == 'U' || op == 'C' || op == 0x8c)     ? 1
+                       : (op == 0x8d || op == 0x8e || op == 0x96) ? 8
+                                                                  : 4;
             CK_TRY(need(m, w));
             uint64_t len = w == 1 ? m->p[0] : w == 4 ? ck_le32(m->p) : ck_le64(m->p);
             if (op == 'T' && len > INT32_MAX) return PFAIL("BINSTRING with negative length");
             if (len > m->u->opt->max_pickle_bytes)
-                return FAIL(CKPT_E_LIMIT, "string of %llu bytes exceeds the pickle size limit (max_pickle_bytes)",
+                return FAIL(CKPT_E_LIMIT,
+                            "string of %llu bytes exceeds the pickle size limit (max_pickle_bytes)",
                             (unsigned long long)len);
             CK_TRY(need(m, w + (size_t)len));
-            ckpt_kind k = (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
+            ckpt_kind k =
+                (op == 'B' || op == 'C' || op == 0x8e || op == 0x96) ? CKPT_V_BYTES : CKPT_V_STR;
             const uint8_t *sp = m->p + w;
             if (k == CKPT_V_BYTES && len >= 3 && sp[0] == 0x80 && sp[1] <= 5 && sp[len - 1] == '.')
-                CK_TRY(ck_note(m->u, "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
+                CK_TRY(ck_note(m->u,
+                               "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
                                m->in->label, (long long)m->op_pos));
             CK_TRY(push(m, ck_new_str(m->u, k, (const char *)sp, (size_t)len)));
             m->p += w + (size_t)len;
@@ -923,18 +998,27 @@ static int run(machine *m, ckpt_value **result) {
         case ']': CK_TRY(push(m, ck_new(m->u, CKPT_V_LIST))); break;
         case '}': CK_TRY(push(m, new_dict(m, NULL))); break;
         case 0x8f: CK_TRY(push(m, ck_new(m->u, CKPT_V_SET))); break;
-        case 't': case 'l': case 0x91: case 'd': { /* TUPLE LIST FROZENSET DICT */
+        case 't':
+        case 'l':
+        case 0x91:
+        case 'd': { /* TUPLE LIST FROZENSET DICT */
             CK_TRY(pop_mark(m, &base));
             size_t cnt = m->sp - base;
             if (op == 'd' && cnt % 2) return PFAIL("DICT with an odd number of items");
-            v = new_seq_from(m, op == 'd' ? CKPT_V_DICT : op == 't' ? CKPT_V_TUPLE : op == 'l' ? CKPT_V_LIST : CKPT_V_SET,
+            v = new_seq_from(m,
+                             op == 'd'   ? CKPT_V_DICT
+                             : op == 't' ? CKPT_V_TUPLE
+                             : op == 'l' ? CKPT_V_LIST
+                                         : CKPT_V_SET,
                              cnt ? m->stack + base : NULL, cnt); /* no stack yet: "(t" */
             if (!v) return OOM();
             m->sp = base;
             CK_TRY(push(m, v));
             break;
         }
-        case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
+        case 0x85:
+        case 0x86:
+        case 0x87: { /* TUPLE1..3 */
             size_t cnt = (size_t)(op - 0x84);
             if (m->sp < fence(m) + cnt) return PFAIL("stack underflow");
             v = new_seq_from(m, CKPT_V_TUPLE, m->stack + m->sp - cnt, cnt);
@@ -970,7 +1054,8 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(pop_mark(m, &base));
             if (base == 0 || base <= fence(m)) return PFAIL("ADDITEMS without a set");
             a = m->stack[base - 1];
-            if (a->kind != CKPT_V_SET) return PFAIL("ADDITEMS to a %s", ckpt_kind_name((ckpt_kind)a->kind));
+            if (a->kind != CKPT_V_SET)
+                return PFAIL("ADDITEMS to a %s", ckpt_kind_name((ckpt_kind)a->kind));
             for (size_t i = base; i < m->sp; i++)
                 if (ck_seq_push(m->u, a, m->stack[i])) return OOM();
             m->sp = base;
@@ -986,19 +1071,42 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(memo_put(m, (uint64_t)v->u.i));
             break;
         }
-        case 'q': CK_TRY(need(m, 1)); CK_TRY(memo_put(m, m->p[0])); m->p += 1; break;
-        case 'r': CK_TRY(need(m, 4)); CK_TRY(memo_put(m, ck_le32(m->p))); m->p += 4; break;
+        case 'q':
+            CK_TRY(need(m, 1));
+            CK_TRY(memo_put(m, m->p[0]));
+            m->p += 1;
+            break;
+        case 'r':
+            CK_TRY(need(m, 4));
+            CK_TRY(memo_put(m, ck_le32(m->p)));
+            m->p += 4;
+            break;
         case 0x94: CK_TRY(memo_put(m, m->mcount)); break; /* MEMOIZE */
-        case 'g': { /* GET */
+        case 'g': {                                       /* GET */
             CK_TRY(line(m, &s, &n));
             CK_TRY(parse_decimal(m, s, n, &v));
             if (v->kind != CKPT_V_INT || v->u.i < 0) return PFAIL("bad GET key");
             CK_TRY(memo_get(m, (uint64_t)v->u.i));
             break;
         }
-        case 'h': CK_TRY(need(m, 1)); { uint8_t k = m->p[0]; m->p += 1; CK_TRY(memo_get(m, k)); } break;
-        case 'j': CK_TRY(need(m, 4)); { uint32_t k = ck_le32(m->p); m->p += 4; CK_TRY(memo_get(m, k)); } break;
-        case 'c': case 'i': { /* GLOBAL, INST */
+        case 'h':
+            CK_TRY(need(m, 1));
+            {
+                uint8_t k = m->p[0];
+                m->p += 1;
+                CK_TRY(memo_get(m, k));
+            }
+            break;
+        case 'j':
+            CK_TRY(need(m, 4));
+            {
+                uint32_t k = ck_le32(m->p);
+                m->p += 4;
+                CK_TRY(memo_get(m, k));
+            }
+            break;
+        case 'c':
+        case 'i': { /* GLOBAL, INST */
             const char *mod, *name;
             size_t mn, nn;
             CK_TRY(line(m, &mod, &mn));
@@ -1055,7 +1163,7 @@ static int run(machine *m, ckpt_value **result) {
             CK_TRY(push(m, v));
             break;
         }
-        case 'P': /* PERSID */
+        case 'P':   /* PERSID */
         case 'Q': { /* BINPERSID */
             ckpt_value *pid;
             if (op == 'P') {
@@ -1075,29 +1183,33 @@ static int run(machine *m, ckpt_value **result) {
         case 0x80: /* PROTO */
             CK_TRY(need(m, 1));
             if (m->p[0] > 5) return PFAIL("unsupported pickle protocol %u", m->p[0]);
-            if (m->proto_seen++) CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld",
-                                                m->in->label, (long long)m->op_pos));
+            if (m->proto_seen++)
+                CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld", m->in->label,
+                               (long long)m->op_pos));
             m->p += 1;
             break;
         case 0x95: /* FRAME: a hint, the data follows inline */
             CK_TRY(need(m, 8));
             m->p += 8;
             break;
-        case 0x82: case 0x83: case 0x84: /* EXT1 EXT2 EXT4 */
-            return FAIL(CKPT_E_UNSUPPORTED, "pickle uses the extension registry (opcode 0x%02x)", op);
+        case 0x82:
+        case 0x83:
+        case 0x84: /* EXT1 EXT2 EXT4 */
+            return FAIL(CKPT_E_UNSUPPORTED, "pickle uses the extension registry (opcode 0x%02x)",
+                        op);
         case 0x97: /* NEXT_BUFFER */
             return FAIL(CKPT_E_UNSUPPORTED, "pickle needs an out-of-band buffer");
         case 0x98: /* READONLY_BUFFER */
             if (!top(m)) return -1;
             break;
-        default:
-            return PFAIL("unknown pickle opcode 0x%02x", op);
+        default: return PFAIL("unknown pickle opcode 0x%02x", op);
         }
     }
 }
 
 int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, size_t *used,
-                  ckpt_error *err) {
+                  ckpt_error *err)
+{
     machine m;
     memset(&m, 0, sizeof m);
     m.u = u;
@@ -1111,7 +1223,8 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     int r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
     if (r != 1 && u->hooks.on_global) /* final: tell the scanner what it named */
-        for (size_t i = first_global; i < u->nglobals; i++) u->hooks.on_global(u->hooks.on_global_ctx, &u->globals[i]);
+        for (size_t i = first_global; i < u->nglobals; i++)
+            u->hooks.on_global(u->hooks.on_global_ctx, &u->globals[i]);
     if (r == 0) {
         *out = res;
         *used = (size_t)(m.p - in->buf);
@@ -1120,19 +1233,30 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     free(m.stack);
     free(m.marks);
     free(m.mvals);
-    ck_mem_release(u->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
+    ck_mem_release(u->arena, (uint64_t)m.scap * sizeof *m.stack +
+                                 (uint64_t)m.mcap * sizeof *m.marks +
                                  (uint64_t)m.mcap2 * sizeof *m.mvals);
     return r;
 }
 
 /* ---- services for hooks -------------------------------------------------- */
 
-ck_unpickler *ck_machine_unpickler(ck_machine *m) { return m->u; }
-int64_t ck_machine_pos(const ck_machine *m) { return m->op_pos; }
-ckpt_error *ck_machine_err(ck_machine *m) { return m->err; }
+ck_unpickler *ck_machine_unpickler(ck_machine *m)
+{
+    return m->u;
+}
+int64_t ck_machine_pos(const ck_machine *m)
+{
+    return m->op_pos;
+}
+ckpt_error *ck_machine_err(ck_machine *m)
+{
+    return m->err;
+}
 
-int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...) {
-    char buf[sizeof ((ckpt_error *)0)->message];
+int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...)
+{
+    char buf[sizeof((ckpt_error *)0)->message];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -1140,15 +1264,21 @@ int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...) {
     return ck_fail(m->err, code, m->op_pos, "%s", buf);
 }
 
-int ck_machine_copied(ck_machine *m, uint64_t words) { return copied(m, words); }
-int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out) {
+int ck_machine_copied(ck_machine *m, uint64_t words)
+{
+    return copied(m, words);
+}
+int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out)
+{
     return apply(m, callable, args, out);
 }
-int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out) {
+int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out)
+{
     return seq_from(m, kind, src, out);
 }
 
-void ck_unpickler_free(ck_unpickler *u) {
+void ck_unpickler_free(ck_unpickler *u)
+{
     free(u->globals);
     free(u->notes);
     u->globals = NULL;

@@ -42,27 +42,33 @@ typedef struct ck_obj {
 } ck_obj;
 typedef struct ck_global {
     const char *module, *name;
-    size_t gref;        /* index in the unpickler's globals */
-    const char *note;   /* what find_class attached (a layout name, ...) */
+    size_t gref;      /* index in the unpickler's globals */
+    const char *note; /* what find_class attached (a layout name, ...) */
 } ck_global;
 
 struct ckpt_value {
-    uint8_t kind;      /* ckpt_kind */
-    uint8_t gid;       /* ck_tag (or a hook's tag) for GLOBAL */
-    uint8_t aux;       /* GLOBAL: a hook's datum (a dtype, ...) */
-    uint8_t aux2;      /* GLOBAL: a hook's flag */
-    uint32_t id;       /* sequential per unpickler, for walks */
-    const char *cls;   /* DICT subclass / OBJECT class text / GLOBAL "mod.name" */
+    uint8_t kind;    /* ckpt_kind */
+    uint8_t gid;     /* ck_tag (or a hook's tag) for GLOBAL */
+    uint8_t aux;     /* GLOBAL: a hook's datum (a dtype, ...) */
+    uint8_t aux2;    /* GLOBAL: a hook's flag */
+    uint32_t id;     /* sequential per unpickler, for walks */
+    const char *cls; /* DICT subclass / OBJECT class text / GLOBAL "mod.name" */
     union {
         bool b;
         int64_t i;
         double f;
-        struct { char *p; size_t n; } s;                 /* STR BYTES BIGINT */
-        struct { ckpt_value **v; size_t n, cap; } seq;   /* LIST TUPLE SET; DICT: 2n */
-        ck_obj *obj;                                      /* OBJECT */
-        ck_global *g;                                     /* GLOBAL */
-        void *ext;                                        /* made by a hook (TENSOR) */
-        size_t handle;                                    /* made by a hook (STORAGE) */
+        struct {
+            char *p;
+            size_t n;
+        } s; /* STR BYTES BIGINT */
+        struct {
+            ckpt_value **v;
+            size_t n, cap;
+        } seq;         /* LIST TUPLE SET; DICT: 2n */
+        ck_obj *obj;   /* OBJECT */
+        ck_global *g;  /* GLOBAL */
+        void *ext;     /* made by a hook (TENSOR) */
+        size_t handle; /* made by a hook (STORAGE) */
     } u;
 };
 
@@ -91,15 +97,15 @@ typedef struct ck_pickle_hooks {
 } ck_pickle_hooks;
 
 struct ck_unpickler {
-    ck_arena *arena;            /* values live here */
-    const ckpt_options *opt;    /* limits: max_ops, max_stack, max_entries,
+    ck_arena *arena;         /* values live here */
+    const ckpt_options *opt; /* limits: max_ops, max_stack, max_entries,
                                    max_pickle_bytes, max_expansion, max_memory */
-    uint64_t input_size;        /* bytes of the whole input (copy budget, memory) */
+    uint64_t input_size;     /* bytes of the whole input (copy budget, memory) */
     ck_pickle_hooks hooks;
     uint32_t next_id;
-    uint64_t copies;            /* words copied out of shared values, all pickles */
-    uint64_t pickle_bytes;      /* bytes of the pickles run so far */
-    ckpt_global_ref *globals;   /* every global named, in order */
+    uint64_t copies;          /* words copied out of shared values, all pickles */
+    uint64_t pickle_bytes;    /* bytes of the pickles run so far */
+    ckpt_global_ref *globals; /* every global named, in order */
     size_t nglobals, cap_globals;
     const char **notes;
     size_t nnotes, cap_notes;
@@ -111,9 +117,9 @@ void ck_unpickler_free(ck_unpickler *u); /* the globals and notes arrays */
 typedef struct ck_pickle_in {
     const uint8_t *buf;
     size_t len;
-    bool more;            /* the pickle may continue past len (stream) */
-    int64_t base;         /* input offset of buf[0] (for errors); -1 unknown */
-    const char *label;    /* "data.pkl", "legacy:object", ... */
+    bool more;         /* the pickle may continue past len (stream) */
+    int64_t base;      /* input offset of buf[0] (for errors); -1 unknown */
+    const char *label; /* "data.pkl", "legacy:object", ... */
 } ck_pickle_in;
 
 /* Run one pickle.  Returns 0 and *out, *used (bytes consumed incl. STOP);
@@ -125,8 +131,8 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
 
 /* ---- services of the running machine, for hooks ------------------------- */
 ck_unpickler *ck_machine_unpickler(ck_machine *m);
-int64_t ck_machine_pos(const ck_machine *m);          /* input offset of the opcode */
-ckpt_error *ck_machine_err(ck_machine *m);           /* where the run reports errors */
+int64_t ck_machine_pos(const ck_machine *m); /* input offset of the opcode */
+ckpt_error *ck_machine_err(ck_machine *m);   /* where the run reports errors */
 /* Fail at the current opcode: fills the error, returns -1. */
 int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...) CK_PRINTF(3, 4);
 /* Charge `words` copied out of shared values against the expansion budget. */

@@ -12,7 +12,8 @@
 
 /* ---- constructors ---------------------------------------------------------- */
 
-ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind) {
+ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind)
+{
     ckpt_value *v = ck_alloc(u->arena, sizeof *v);
     if (!v) return NULL;
     v->kind = (uint8_t)kind;
@@ -20,7 +21,8 @@ ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind) {
     return v;
 }
 
-ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n) {
+ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n)
+{
     if (n > SIZE_MAX - sizeof(ckpt_value) - 1) return NULL;
     ckpt_value *v = ck_alloc(u->arena, sizeof *v + n + 1); /* bytes right after the node */
     if (!v) return NULL;
@@ -33,7 +35,8 @@ ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n)
     return v;
 }
 
-int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item) {
+int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item)
+{
     if (v->u.seq.n == v->u.seq.cap) {
         size_t ncap = v->u.seq.cap ? v->u.seq.cap * 2 : 4;
         if (ncap > SIZE_MAX / sizeof(ckpt_value *)) return -1;
@@ -47,7 +50,8 @@ int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item) {
     return 0;
 }
 
-int ck_note(ck_unpickler *u, const char *fmt, ...) {
+int ck_note(ck_unpickler *u, const char *fmt, ...)
+{
     if (u->nnotes >= 1000) return 0; /* enough said */
     char buf[256];
     va_list ap;
@@ -56,31 +60,43 @@ int ck_note(ck_unpickler *u, const char *fmt, ...) {
     va_end(ap);
     char *s = ck_strndup(u->arena, buf, strlen(buf));
     if (!s) return -1;
-    if (ck_grow((void **)&u->notes, &u->cap_notes, u->nnotes + 1, sizeof *u->notes, NULL)) return -1;
+    if (ck_grow((void **)&u->notes, &u->cap_notes, u->nnotes + 1, sizeof *u->notes, NULL))
+        return -1;
     u->notes[u->nnotes++] = s;
     return 0;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-bool ck_as_int(const ckpt_value *v, int64_t *out) {
+bool ck_as_int(const ckpt_value *v, int64_t *out)
+{
     if (!v) return false;
-    if (v->kind == CKPT_V_INT) { *out = v->u.i; return true; }
-    if (v->kind == CKPT_V_BOOL) { *out = v->u.b; return true; }
+    if (v->kind == CKPT_V_INT) {
+        *out = v->u.i;
+        return true;
+    }
+    if (v->kind == CKPT_V_BOOL) {
+        *out = v->u.b;
+        return true;
+    }
     return false;
 }
 
-bool ck_is_str(const ckpt_value *v, const char *s) {
-    return v && v->kind == CKPT_V_STR && strlen(s) == v->u.s.n && memcmp(v->u.s.p, s, v->u.s.n) == 0;
+bool ck_is_str(const ckpt_value *v, const char *s)
+{
+    return v && v->kind == CKPT_V_STR && strlen(s) == v->u.s.n &&
+           memcmp(v->u.s.p, s, v->u.s.n) == 0;
 }
 
-bool ck_is_text(const ckpt_value *v, const char *s) {
+bool ck_is_text(const ckpt_value *v, const char *s)
+{
     return v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) && strlen(s) == v->u.s.n &&
            memcmp(v->u.s.p, s, v->u.s.n) == 0;
 }
 
 /* d[key] (last wins, as Python keeps the last of equal keys). */
-const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key) {
+const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key)
+{
     if (!d || d->kind != CKPT_V_DICT) return NULL;
     const ckpt_value *found = NULL;
     for (size_t i = 0; i + 1 < d->u.seq.n; i += 2)
@@ -90,29 +106,37 @@ const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key) {
 
 /* ---- the public accessors ---------------------------------------------------- */
 
-const char *ckpt_kind_name(ckpt_kind kind) {
-    static const char *const names[] = {"none", "bool", "int", "bigint", "float", "str", "bytes", "list",
-                                        "tuple", "dict", "set", "tensor", "object", "global", "storage"};
+const char *ckpt_kind_name(ckpt_kind kind)
+{
+    static const char *const names[] = {"none", "bool",   "int",    "bigint", "float",
+                                        "str",  "bytes",  "list",   "tuple",  "dict",
+                                        "set",  "tensor", "object", "global", "storage"};
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
 }
 
-ckpt_kind ckpt_value_kind(const ckpt_value *v) { return v ? (ckpt_kind)v->kind : CKPT_V_NONE; }
+ckpt_kind ckpt_value_kind(const ckpt_value *v)
+{
+    return v ? (ckpt_kind)v->kind : CKPT_V_NONE;
+}
 
-int ckpt_value_bool(const ckpt_value *v) {
+int ckpt_value_bool(const ckpt_value *v)
+{
     if (!v) return 0;
     if (v->kind == CKPT_V_BOOL) return v->u.b;
     if (v->kind == CKPT_V_INT) return v->u.i != 0;
     return 0;
 }
 
-int64_t ckpt_value_int(const ckpt_value *v) {
+int64_t ckpt_value_int(const ckpt_value *v)
+{
     if (!v) return 0;
     if (v->kind == CKPT_V_INT) return v->u.i;
     if (v->kind == CKPT_V_BOOL) return v->u.b;
     return 0;
 }
 
-double ckpt_value_float(const ckpt_value *v) {
+double ckpt_value_float(const ckpt_value *v)
+{
     if (!v) return 0;
     if (v->kind == CKPT_V_FLOAT) return v->u.f;
     if (v->kind == CKPT_V_INT) return (double)v->u.i;
@@ -120,7 +144,8 @@ double ckpt_value_float(const ckpt_value *v) {
     return 0;
 }
 
-const char *ckpt_value_text(const ckpt_value *v, size_t *len) {
+const char *ckpt_value_text(const ckpt_value *v, size_t *len)
+{
     if (v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES || v->kind == CKPT_V_BIGINT)) {
         if (len) *len = v->u.s.n;
         return v->u.s.p;
@@ -129,45 +154,57 @@ const char *ckpt_value_text(const ckpt_value *v, size_t *len) {
     return NULL;
 }
 
-static bool is_seq_kind(const ckpt_value *v) {
-    return v && (v->kind == CKPT_V_LIST || v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_SET || v->kind == CKPT_V_DICT);
+static bool is_seq_kind(const ckpt_value *v)
+{
+    return v && (v->kind == CKPT_V_LIST || v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_SET ||
+                 v->kind == CKPT_V_DICT);
 }
 
-size_t ckpt_value_len(const ckpt_value *v) {
+size_t ckpt_value_len(const ckpt_value *v)
+{
     if (!is_seq_kind(v)) return 0;
     return v->kind == CKPT_V_DICT ? v->u.seq.n / 2 : v->u.seq.n;
 }
 
-const ckpt_value *ckpt_value_item(const ckpt_value *v, size_t i) {
+const ckpt_value *ckpt_value_item(const ckpt_value *v, size_t i)
+{
     if (!is_seq_kind(v) || i >= ckpt_value_len(v)) return NULL;
     return v->kind == CKPT_V_DICT ? v->u.seq.v[2 * i + 1] : v->u.seq.v[i];
 }
 
-const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i) {
+const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i)
+{
     if (!v || v->kind != CKPT_V_DICT || i >= v->u.seq.n / 2) return NULL;
     return v->u.seq.v[2 * i];
 }
 
-const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key) {
+const ckpt_value *ckpt_value_get(const ckpt_value *v, const char *key)
+{
     if (!key) return NULL;
     return ck_dict_get(v, key);
 }
 
-const char *ckpt_value_class(const ckpt_value *v) {
+const char *ckpt_value_class(const ckpt_value *v)
+{
     if (!v) return NULL;
-    if (v->kind == CKPT_V_OBJECT || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_DICT) return v->cls;
+    if (v->kind == CKPT_V_OBJECT || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_DICT)
+        return v->cls;
     return NULL;
 }
 
-const ckpt_value *ckpt_object_args(const ckpt_value *v) {
+const ckpt_value *ckpt_object_args(const ckpt_value *v)
+{
     return v && v->kind == CKPT_V_OBJECT ? v->u.obj->args : NULL;
 }
-const ckpt_value *ckpt_object_state(const ckpt_value *v) {
+const ckpt_value *ckpt_object_state(const ckpt_value *v)
+{
     return v && v->kind == CKPT_V_OBJECT ? v->u.obj->state : NULL;
 }
-const ckpt_value *ckpt_object_items(const ckpt_value *v) {
+const ckpt_value *ckpt_object_items(const ckpt_value *v)
+{
     return v && v->kind == CKPT_V_OBJECT ? v->u.obj->items : NULL;
 }
-const ckpt_value *ckpt_object_list(const ckpt_value *v) {
+const ckpt_value *ckpt_object_list(const ckpt_value *v)
+{
     return v && v->kind == CKPT_V_OBJECT ? v->u.obj->list : NULL;
 }

@@ -28,8 +28,7 @@ static const struct {
     {CKPT_BOOL, "|b1", 0, "bool -> |b1"},
     {CKPT_COMPLEX64, "<c8", 0, "complex64 -> <c8"},
     {CKPT_COMPLEX128, "<c16", 0, "complex128 -> <c16"},
-    {CKPT_COMPLEX32, "<f2", 1,
-     "complex32 -> <f2 with a trailing dimension of 2 (real, imaginary)"},
+    {CKPT_COMPLEX32, "<f2", 1, "complex32 -> <f2 with a trailing dimension of 2 (real, imaginary)"},
     {CKPT_FLOAT8_E4M3FN, "|u1", 0, "float8_e4m3fn -> |u1, the raw bits"},
     {CKPT_FLOAT8_E5M2, "|u1", 0, "float8_e5m2 -> |u1, the raw bits"},
     {CKPT_FLOAT8_E4M3FNUZ, "|u1", 0, "float8_e4m3fnuz -> |u1, the raw bits"},
@@ -47,8 +46,7 @@ const char *ckpt_npy_descr(ckpt_dtype dtype, int *pair)
     size_t i;
     for (i = 0; i < NTYPES; i++)
         if (npy_types[i].dtype == dtype) {
-            if (pair)
-                *pair = npy_types[i].pair;
+            if (pair) *pair = npy_types[i].pair;
             return npy_types[i].descr;
         }
     return NULL;
@@ -58,53 +56,44 @@ const char *ckpt_npy_note(ckpt_dtype dtype)
 {
     size_t i;
     for (i = 0; i < NTYPES; i++)
-        if (npy_types[i].dtype == dtype)
-            return npy_types[i].note;
+        if (npy_types[i].dtype == dtype) return npy_types[i].note;
     return NULL;
 }
 
 static size_t swap_unit(ckpt_dtype dtype)
 {
     size_t size = ckpt_dtype_size(dtype);
-    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 ||
-        dtype == CKPT_COMPLEX128)
+    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128)
         return size / 2;
     return size;
 }
 
-size_t ckpt_npy_header(char *buf, size_t cap, ckpt_dtype dtype, const int64_t *shape,
-                       uint32_t ndim)
+size_t ckpt_npy_header(char *buf, size_t cap, ckpt_dtype dtype, const int64_t *shape, uint32_t ndim)
 {
     int pair = 0;
     const char *descr = ckpt_npy_descr(dtype, &pair);
     size_t len, total, hlen, i, dims = ndim + (pair ? 1u : 0u);
     int k;
 
-    if (!descr || cap < 16)
-        return 0;
+    if (!descr || cap < 16) return 0;
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
     len = 10; /* magic, version, 2 bytes of header length */
-    k = snprintf(buf + len, cap - len,
-                 "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    if (k < 0 || (size_t)k >= cap - len)
-        return 0;
+    k = snprintf(buf + len, cap - len, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    if (k < 0 || (size_t)k >= cap - len) return 0;
     len += (size_t)k;
     for (i = 0; i < dims; i++) {
         long long d = i < ndim ? (long long)shape[i] : 2;
         k = snprintf(buf + len, cap - len, i ? ", %lld" : "%lld", d);
-        if (k < 0 || (size_t)k >= cap - len)
-            return 0;
+        if (k < 0 || (size_t)k >= cap - len) return 0;
         len += (size_t)k;
     }
     /* a 1-tuple needs its comma: (3,) */
     k = snprintf(buf + len, cap - len, "%s), }", dims == 1 ? "," : "");
-    if (k < 0 || (size_t)k >= cap - len)
-        return 0;
+    if (k < 0 || (size_t)k >= cap - len) return 0;
     len += (size_t)k;
     /* pad with spaces, end with '\n', data 64-aligned */
     total = (len + 1 + 63) / 64 * 64;
-    if (total > cap || total - 10 > 65535)
-        return 0;
+    if (total > cap || total - 10 > 65535) return 0;
     memset(buf + len, ' ', total - 1 - len);
     buf[total - 1] = '\n';
     hlen = total - 10;
@@ -154,8 +143,8 @@ static void swap_bytes(unsigned char *p, size_t n, size_t unit)
     }
 }
 
-int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn write,
-                       void *ctx, ckpt_error *err)
+int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn write, void *ctx,
+                       ckpt_error *err)
 {
     size_t cap = CKPT_NPY_HEADER_CAP(t->ndim), hlen, unit = swap_unit(t->dtype);
     int swap = unit > 1 && host_big_endian();
@@ -163,11 +152,9 @@ int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn w
     uint64_t pos = 0;
     size_t bufcap = NPY_CHUNK;
 
-    if (t->nbytes < bufcap)
-        bufcap = t->nbytes > cap ? (size_t)t->nbytes : cap;
+    if (t->nbytes < bufcap) bufcap = t->nbytes > cap ? (size_t)t->nbytes : cap;
     buf = malloc(bufcap);
-    if (!buf)
-        return fail(err, CKPT_E_NOMEM, "out of memory for a .npy buffer");
+    if (!buf) return fail(err, CKPT_E_NOMEM, "out of memory for a .npy buffer");
     hlen = ckpt_npy_header((char *)buf, cap, t->dtype, t->shape, t->ndim);
     if (hlen == 0) {
         free(buf);
@@ -184,8 +171,7 @@ int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn w
             free(buf);
             return -1;
         }
-        if (swap)
-            swap_bytes(buf, n, unit);
+        if (swap) swap_bytes(buf, n, unit);
         if (write(ctx, buf, n) != 0) {
             free(buf);
             return fail(err, CKPT_E_IO, "writing the .npy data failed");
@@ -201,24 +187,20 @@ static int write_file(void *ctx, const void *buf, size_t n)
     return fwrite(buf, 1, n, (FILE *)ctx) == n ? 0 : -1;
 }
 
-int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t, const char *out_path,
-                    ckpt_error *err)
+int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t, const char *out_path, ckpt_error *err)
 {
     FILE *fp = fopen(out_path, "wb");
     int r, e = 0;
-    if (!fp)
-        return fail(err, CKPT_E_IO, "%s: %s", out_path, strerror(errno));
+    if (!fp) return fail(err, CKPT_E_IO, "%s: %s", out_path, strerror(errno));
     r = ckpt_export_npy_to(f, t, write_file, fp, err);
-    if (r != 0 && err && err->code == CKPT_E_IO && ferror(fp))
-        e = errno;
+    if (r != 0 && err && err->code == CKPT_E_IO && ferror(fp)) e = errno;
     if (fclose(fp) != 0 && r == 0) {
         e = errno;
         r = -1;
     }
     if (r != 0) {
         remove(out_path);
-        if (e != 0)
-            fail(err, CKPT_E_IO, "%s: %s", out_path, strerror(e));
+        if (e != 0) fail(err, CKPT_E_IO, "%s: %s", out_path, strerror(e));
     }
     return r;
 }

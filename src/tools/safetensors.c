@@ -67,10 +67,10 @@
 #define META_MAX_ENTRIES 1000
 #define META_MAX_TEXT 1024 /* bytes of a metadata key or value */
 #define META_MAX_DEPTH 1000
-#define NAMES_SHOWN 8      /* tensors named in the unsupported-dtype message */
+#define NAMES_SHOWN 8 /* tensors named in the unsupported-dtype message */
 /* A record this small is checked at once when planned (one read). */
 #define SMALL_RECORD ((uint64_t)64 << 10)
-#define MSG_MAX 255        /* what a ckpt_error message holds */
+#define MSG_MAX 255 /* what a ckpt_error message holds */
 
 /* ------------------------------------------------------------------------ */
 /* Text                                                                       */
@@ -85,8 +85,7 @@ typedef struct sbuf {
 
 static void sb_add(sbuf *b, const void *data, size_t n)
 {
-    if (b->oom)
-        return;
+    if (b->oom) return;
     if (b->cap - b->len < n + 1) {
         size_t cap = b->cap ? b->cap : 256;
         char *p;
@@ -110,8 +109,14 @@ static void sb_add(sbuf *b, const void *data, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-static void sb_char(sbuf *b, char c) { sb_add(b, &c, 1); }
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+static void sb_char(sbuf *b, char c)
+{
+    sb_add(b, &c, 1);
+}
 static void sb_free(sbuf *b)
 {
     free(b->p);
@@ -136,20 +141,16 @@ static void sb_i64(sbuf *b, int64_t x)
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
     if (c >= 0xE0 && c <= 0xEF) {
         unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
-            return 0;
+        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80) return 0;
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
         unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
-            (s[3] & 0xC0) != 0x80)
+        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
             return 0;
         return 4;
     }
@@ -163,8 +164,7 @@ static int is_utf8(const char *str)
     size_t n = strlen(str), i = 0;
     while (i < n) {
         size_t k = s[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
-        if (k == 0)
-            return 0;
+        if (k == 0) return 0;
         i += k;
     }
     return 1;
@@ -207,8 +207,7 @@ static void put_json_string(sbuf *b, const char *str, size_t n)
     for (i = 0; i < n; i++) {
         unsigned c = s[i];
         const char *esc;
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
         sb_add(b, str + run, i - run);
         switch (c) {
         case '"': esc = "\\\""; break;
@@ -308,8 +307,7 @@ static int set_grow(strset *s)
         return -1;
     }
     for (j = 0; j < s->cap; j++) {
-        if (!s->keys[j])
-            continue;
+        if (!s->keys[j]) continue;
         for (i = key_hash(s, s->keys[j], s->lens[j]) & mask; keys[i] != NULL; i = (i + 1) & mask)
             ;
         keys[i] = s->keys[j];
@@ -328,8 +326,7 @@ static int set_grow(strset *s)
 static int set_add(strset *s, const char *key, size_t n)
 {
     size_t i, mask;
-    if ((s->count + 1) * 2 > s->cap && set_grow(s) != 0)
-        return -1;
+    if ((s->count + 1) * 2 > s->cap && set_grow(s) != 0) return -1;
     mask = s->cap - 1;
     for (i = key_hash(s, key, n) & mask; s->keys[i] != NULL; i = (i + 1) & mask)
         if (s->ptrs ? s->keys[i] == key : s->lens[i] == n && memcmp(s->keys[i], key, n) == 0)
@@ -361,8 +358,7 @@ void ckpt_export_options_init_sized(ckpt_export_options *opt, size_t struct_size
     d.verify = 1;
     d.metadata = 1;
     d.src_fd = -1;
-    if (opt)
-        memcpy(opt, &d, d.struct_size);
+    if (opt) memcpy(opt, &d, d.struct_size);
 }
 
 const char *ckpt_safetensors_dtype(ckpt_dtype dtype)
@@ -383,8 +379,7 @@ const char *ckpt_safetensors_dtype(ckpt_dtype dtype)
     case CKPT_UINT64: return "U64";
     case CKPT_FLOAT8_E4M3FN: return "F8_E4M3";
     case CKPT_FLOAT8_E5M2: return "F8_E5M2";
-    default:
-        return NULL; /* complex, float8 fnuz and e8m0, and dtypes newer than this file */
+    default: return NULL; /* complex, float8 fnuz and e8m0, and dtypes newer than this file */
     }
 }
 
@@ -427,7 +422,7 @@ typedef struct crc_job {
     atomic_int fail;    /* 0, or 2 mismatch, 3 read error (the first) */
     size_t bad;         /* the record that failed */
     uint32_t computed;
-    int err;            /* errno of a failed read (0: the file ended) */
+    int err; /* errno of a failed read (0: the file ended) */
     int threaded;
     thrd_t thread;
 } crc_job;
@@ -441,37 +436,37 @@ struct ckpt_safetensors_plan {
     ckpt_export_options o; /* the caller's, over the defaults */
     ckpt_info info;
     ckpt_error *err;
-    int origin;            /* CKPT_EXPORT_FROM_* of err */
+    int origin; /* CKPT_EXPORT_FROM_* of err */
     const char *out_name;
 
     ckpt_safetensors_entry *ents;
     size_t n;
-    size_t *check;         /* per entry: 1 + the crc_rec its copy checks, or 0 */
-    sbuf header;           /* length, JSON, padding */
+    size_t *check; /* per entry: 1 + the crc_rec its copy checks, or 0 */
+    sbuf header;   /* length, JSON, padding */
     uint64_t data_size;
-    int written;           /* a plan is written once */
+    int written; /* a plan is written once */
     strset names;
     meta_entry *meta;
     size_t nmeta, meta_cap;
-    size_t nconfig;        /* config entries among meta */
-    int meta_dropped;      /* some config value was left out */
+    size_t nconfig;   /* config entries among meta */
+    int meta_dropped; /* some config value was left out */
     strset meta_keys;
 
     /* writing */
     int src_fd, out_fd;
-    int stream;            /* writes only go forward, in order (not seekable) */
-    uint64_t stream_pos;   /* bytes written so far when streaming */
-    ckpt_write_fn wfn;     /* the _to form: every write goes here */
+    int stream;          /* writes only go forward, in order (not seekable) */
+    uint64_t stream_pos; /* bytes written so far when streaming */
+    ckpt_write_fn wfn;   /* the _to form: every write goes here */
     void *wctx;
     unsigned char *stage;
     size_t stage_cap, stage_len;
-    uint64_t stage_off;    /* output offset of stage[0] */
-    uint64_t wb_from;      /* the output is handed to write-back up to here */
-    int copy_mode;         /* COPY_RANGE, then COPY_SENDFILE, then COPY_RW */
+    uint64_t stage_off; /* output offset of stage[0] */
+    uint64_t wb_from;   /* the output is handed to write-back up to here */
+    int copy_mode;      /* COPY_RANGE, then COPY_SENDFILE, then COPY_RW */
     int big_host;
-    uint64_t done;         /* tensor bytes written (progress) */
-    crc_job *job;          /* the records to check, while the copy goes on */
-    unsigned char *pbuf;   /* small records, read to be checked when planned */
+    uint64_t done;       /* tensor bytes written (progress) */
+    crc_job *job;        /* the records to check, while the copy goes on */
+    unsigned char *pbuf; /* small records, read to be checked when planned */
     size_t pbuf_cap;
 };
 typedef struct ckpt_safetensors_plan exporter;
@@ -495,7 +490,10 @@ static int fail_at(exporter *x, int origin, ckpt_code code, int64_t offset, cons
 
 #define fail(x, code, ...) fail_at((x), CKPT_EXPORT_FROM_EXPORT, (code), -1, __VA_ARGS__)
 
-static int nomem(exporter *x) { return fail(x, CKPT_E_NOMEM, "out of memory"); }
+static int nomem(exporter *x)
+{
+    return fail(x, CKPT_E_NOMEM, "out of memory");
+}
 
 /* A failed read of the source (e 0: it ended early). */
 static int src_error(exporter *x, int e)
@@ -516,8 +514,7 @@ static int out_error(exporter *x, int e)
 /* What the reader said, passed on. */
 static int lib_error(exporter *x, const ckpt_error *e)
 {
-    if (x->err && x->err->code == CKPT_OK)
-        *x->err = *e;
+    if (x->err && x->err->code == CKPT_OK) *x->err = *e;
     x->origin = CKPT_EXPORT_FROM_READER;
     return -1;
 }
@@ -527,31 +524,26 @@ static void warn(exporter *x, const char *fmt, ...)
     va_list ap;
     char small[512], *line = small;
     int n;
-    if (!x->o.warning)
-        return;
+    if (!x->o.warning) return;
     va_start(ap, fmt);
     n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
+    if (n < 0) return;
     if ((size_t)n >= sizeof small) {
         line = malloc((size_t)n + 1);
-        if (!line)
-            return;
+        if (!line) return;
         va_start(ap, fmt);
         vsnprintf(line, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
     x->o.warning(x->o.ctx, line);
-    if (line != small)
-        free(line);
+    if (line != small) free(line);
 }
 
 static void advance(exporter *x, uint64_t n)
 {
     x->done += n;
-    if (x->o.progress)
-        x->o.progress(x->o.ctx, x->done, x->data_size);
+    if (x->o.progress) x->o.progress(x->o.ctx, x->done, x->data_size);
 }
 
 /* ---- reading and writing files ------------------------------------------ */
@@ -564,8 +556,7 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
         size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
         ssize_t r = pread(fd, p, chunk, (off_t)off);
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         if (r == 0) {
@@ -599,10 +590,10 @@ static int out_write(exporter *x, const void *buf, size_t n, uint64_t pos)
     }
     while (n > 0) {
         size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t r = x->stream ? write(x->out_fd, p, chunk) : pwrite(x->out_fd, p, chunk, (off_t)pos);
+        ssize_t r =
+            x->stream ? write(x->out_fd, p, chunk) : pwrite(x->out_fd, p, chunk, (off_t)pos);
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         if (r == 0) {
@@ -612,8 +603,7 @@ static int out_write(exporter *x, const void *buf, size_t n, uint64_t pos)
         p += r;
         n -= (size_t)r;
         pos += (uint64_t)r;
-        if (x->stream)
-            x->stream_pos += (uint64_t)r;
+        if (x->stream) x->stream_pos += (uint64_t)r;
     }
     return 0;
 }
@@ -634,8 +624,7 @@ static int reserve(exporter *x, uint64_t size)
 #ifdef __linux__
     if (size > 0 && !x->stream && !x->wfn && fallocate(x->out_fd, 0, 0, (off_t)size) != 0) {
         int e = errno;
-        if (e == ENOSPC || e == EDQUOT || e == EFBIG)
-            return out_error(x, e);
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG) return out_error(x, e);
         /* not supported here: the writes allocate as they go */
     }
 #else
@@ -654,18 +643,15 @@ static void write_behind(exporter *x, uint64_t end, int last)
         (end - x->wb_from < WRITE_BEHIND && !last))
         return;
 #ifdef __linux__
-    sync_file_range(x->out_fd, (off_t)x->wb_from, (off_t)(end - x->wb_from),
-                    SYNC_FILE_RANGE_WRITE);
+    sync_file_range(x->out_fd, (off_t)x->wb_from, (off_t)(end - x->wb_from), SYNC_FILE_RANGE_WRITE);
 #endif
     x->wb_from = end;
 }
 
 static int stage_flush(exporter *x)
 {
-    if (x->stage_len == 0)
-        return 0;
-    if (out_write(x, x->stage, x->stage_len, x->stage_off) != 0)
-        return write_error(x, errno);
+    if (x->stage_len == 0) return 0;
+    if (out_write(x, x->stage, x->stage_len, x->stage_off) != 0) return write_error(x, errno);
     x->stage_off += x->stage_len;
     x->stage_len = 0;
     write_behind(x, x->stage_off, 0);
@@ -675,13 +661,10 @@ static int stage_flush(exporter *x)
 static int stage_alloc(exporter *x)
 {
     size_t cap = STAGE_CAP;
-    if (x->stage)
-        return 0;
-    if (x->data_size < cap)
-        cap = x->data_size < 4096 ? 4096 : (size_t)x->data_size;
+    if (x->stage) return 0;
+    if (x->data_size < cap) cap = x->data_size < 4096 ? 4096 : (size_t)x->data_size;
     x->stage = malloc(cap);
-    if (!x->stage)
-        return nomem(x);
+    if (!x->stage) return nomem(x);
     x->stage_cap = cap;
     return 0;
 }
@@ -692,17 +675,13 @@ static int stage_alloc(exporter *x)
 static int copy_rw(exporter *x, uint64_t off, uint64_t pos, uint64_t n, uint32_t *crc)
 {
     size_t chunk;
-    if (stage_alloc(x) != 0)
-        return -1;
+    if (stage_alloc(x) != 0) return -1;
     chunk = x->stage_cap < COPY_CHUNK ? x->stage_cap : COPY_CHUNK;
     while (n > 0) {
         size_t k = n < chunk ? (size_t)n : chunk;
-        if (pread_full(x->src_fd, x->stage, k, off) != 0)
-            return src_error(x, errno);
-        if (crc)
-            *crc = ckpt_crc32(*crc, x->stage, k);
-        if (out_write(x, x->stage, k, pos) != 0)
-            return write_error(x, errno);
+        if (pread_full(x->src_fd, x->stage, k, off) != 0) return src_error(x, errno);
+        if (crc) *crc = ckpt_crc32(*crc, x->stage, k);
+        if (out_write(x, x->stage, k, pos) != 0) return write_error(x, errno);
         off += k;
         pos += k;
         n -= k;
@@ -735,8 +714,7 @@ static int copy_direct(exporter *x, uint64_t off, uint64_t pos, uint64_t n)
                 r = sendfile(x->out_fd, x->src_fd, &oi, k);
         }
         if (r > 0) {
-            if (x->stream)
-                x->stream_pos += (uint64_t)r;
+            if (x->stream) x->stream_pos += (uint64_t)r;
             off += (uint64_t)r;
             pos += (uint64_t)r;
             n -= (uint64_t)r;
@@ -744,13 +722,10 @@ static int copy_direct(exporter *x, uint64_t off, uint64_t pos, uint64_t n)
             advance(x, (uint64_t)r);
             continue;
         }
-        if (r == 0)
-            return src_error(x, 0);
+        if (r == 0) return src_error(x, 0);
         e = errno;
-        if (e == EINTR || e == EAGAIN)
-            continue;
-        if (e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO)
-            return out_error(x, e);
+        if (e == EINTR || e == EAGAIN) continue;
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO) return out_error(x, e);
         x->copy_mode++; /* not for this pair of files: the next way */
     }
 #endif
@@ -779,14 +754,11 @@ static int find_record(exporter *x, size_t si, const ckpt_storage *s, crc_rec *r
     rec->size = r.size;
     rec->crc = r.crc32;
     rec->name = r.name;
-    if (!r.has_crc)
-        return 1;
-    if (r.size > SMALL_RECORD)
-        return 0;
+    if (!r.has_crc) return 1;
+    if (r.size > SMALL_RECORD) return 0;
     if (x->pbuf_cap < r.size) { /* one buffer for every small record */
         buf = realloc(x->pbuf, (size_t)SMALL_RECORD);
-        if (!buf)
-            return nomem(x);
+        if (!buf) return nomem(x);
         x->pbuf = buf;
         x->pbuf_cap = (size_t)SMALL_RECORD;
     }
@@ -824,11 +796,9 @@ static void crc_records(crc_job *j)
         const crc_rec *rec;
         uint32_t crc = 0;
         uint64_t pos = 0;
-        if (i >= j->n || atomic_load(&j->stop) || atomic_load(&j->fail))
-            break;
+        if (i >= j->n || atomic_load(&j->stop) || atomic_load(&j->fail)) break;
         rec = &j->recs[i];
-        if (rec->streamed)
-            continue;
+        if (rec->streamed) continue;
         while (pos < rec->size && !atomic_load(&j->stop)) {
             size_t k = rec->size - pos < cap ? (size_t)(rec->size - pos) : cap;
             if (pread_full(j->fd, buf, k, rec->off + pos) != 0) {
@@ -838,8 +808,7 @@ static void crc_records(crc_job *j)
             crc = ckpt_crc32(crc, buf, k);
             pos += k;
         }
-        if (pos == rec->size && crc != rec->crc)
-            crc_claim(j, 2, i, crc, 0);
+        if (pos == rec->size && crc != rec->crc) crc_claim(j, 2, i, crc, 0);
     }
     free(buf);
 }
@@ -854,8 +823,7 @@ static int crc_worker(void *arg)
 static int report_crc(exporter *x, const crc_rec *rec, int read_error, int e, uint32_t computed)
 {
     sbuf shown;
-    if (read_error)
-        return e == ENOMEM ? nomem(x) : src_error(x, e);
+    if (read_error) return e == ENOMEM ? nomem(x) : src_error(x, e);
     memset(&shown, 0, sizeof shown);
     put_shown_name(&shown, rec->tensor);
     sb_str(&shown, " in record ");
@@ -885,8 +853,7 @@ static int crc_failed(const exporter *x)
 static int crc_join(exporter *x, int abandon)
 {
     crc_job *j = x->job;
-    if (!j)
-        return 0;
+    if (!j) return 0;
     if (abandon)
         atomic_store(&j->stop, 1);
     else
@@ -895,19 +862,16 @@ static int crc_join(exporter *x, int abandon)
         thrd_join(j->thread, NULL);
         j->threaded = 0;
     }
-    if (abandon)
-        return -1;
+    if (abandon) return -1;
     return atomic_load(&j->fail) == 0 ? 0 : crc_report(x);
 }
 
 static void crc_start(exporter *x)
 {
     crc_job *j = x->job;
-    if (!j || j->n == 0)
-        return;
+    if (!j || j->n == 0) return;
     /* without a thread, the main thread checks everything after the copy */
-    if (thrd_create(&j->thread, crc_worker, j) == thrd_success)
-        j->threaded = 1;
+    if (thrd_create(&j->thread, crc_worker, j) == thrd_success) j->threaded = 1;
 }
 
 static void crc_free(exporter *x)
@@ -927,8 +891,7 @@ static int verify_with_library(exporter *x)
     ckpt_error e;
     memset(&e, 0, sizeof e);
     e.offset = -1;
-    if (ckpt_verify(x->f, NULL, NULL, &e) == 0)
-        return 0;
+    if (ckpt_verify(x->f, NULL, NULL, &e) == 0) return 0;
     if (e.code == CKPT_E_FORMAT) {
         size_t n = strlen(e.message);
         snprintf(e.message + n, sizeof e.message - n,
@@ -955,18 +918,14 @@ static int plan_verify(exporter *x)
     crc_job *j;
     int need_lib = x->src_fd < 0;
 
-    if (!x->o.verify || x->info.format != CKPT_FORMAT_ZIP || p->n == 0)
-        return 0;
-    if (need_lib)
-        return verify_with_library(x);
+    if (!x->o.verify || x->info.format != CKPT_FORMAT_ZIP || p->n == 0) return 0;
+    if (need_lib) return verify_with_library(x);
     seen = calloc(ns ? ns : 1, 1);
     j = calloc(1, sizeof *j);
-    if (j)
-        j->recs = calloc(ns ? ns : 1, sizeof j->recs[0]);
+    if (j) j->recs = calloc(ns ? ns : 1, sizeof j->recs[0]);
     if (!seen || !j || !j->recs) {
         free(seen);
-        if (j)
-            free(j->recs);
+        if (j) free(j->recs);
         free(j);
         return nomem(x);
     }
@@ -980,8 +939,7 @@ static int plan_verify(exporter *x)
         const ckpt_storage *s = ckpt_storage_at(x->f, t->storage);
         crc_rec *rec;
         int r;
-        if (!s || t->storage >= ns || seen[t->storage] || s->nbytes == 0)
-            continue;
+        if (!s || t->storage >= ns || seen[t->storage] || s->nbytes == 0) continue;
         seen[t->storage] = 1;
         if (s->file_offset < 0) {
             need_lib = 1;
@@ -1017,8 +975,7 @@ static int plan_verify(exporter *x)
     free(seen);
     if (need_lib) {
         /* the library checks every record: no second check here */
-        for (i = 0; i < p->n; i++)
-            p->check[i] = 0;
+        for (i = 0; i < p->n; i++) p->check[i] = 0;
         j->n = 0;
         return verify_with_library(x);
     }
@@ -1047,9 +1004,8 @@ static void swap_bytes(unsigned char *p, size_t n, size_t unit)
 static size_t swap_unit(ckpt_dtype dtype)
 {
     size_t size = ckpt_dtype_size(dtype);
-    return dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128
-               ? size / 2
-               : size;
+    return dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128 ? size / 2
+                                                                                          : size;
 }
 
 static int write_tensor(exporter *x, size_t idx)
@@ -1061,26 +1017,21 @@ static int write_tensor(exporter *x, size_t idx)
     int direct = is_direct(x, t);
     ckpt_error err;
 
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     /* copied around the library: a read of 0 bytes checks the tensor size
      * limit, reading nothing */
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    if (direct && ckpt_tensor_read_range(x->f, t, 0, NULL, 0, &err) != 0)
-        return lib_error(x, &err);
+    if (direct && ckpt_tensor_read_range(x->f, t, 0, NULL, 0, &err) != 0) return lib_error(x, &err);
     if (direct && n >= DIRECT_MIN) {
-        if (stage_flush(x) != 0)
-            return -1;
+        if (stage_flush(x) != 0) return -1;
         if (check > 0) {
             /* read, check and write: measured cheaper than the kernel copy
              * plus a second read for the check */
             const crc_rec *rec = &x->job->recs[check - 1];
             uint32_t crc = 0;
-            if (copy_rw(x, (uint64_t)t->file_offset, x->stage_off, n, &crc) != 0)
-                return -1;
-            if (crc != rec->crc)
-                return report_crc(x, rec, 0, 0, crc);
+            if (copy_rw(x, (uint64_t)t->file_offset, x->stage_off, n, &crc) != 0) return -1;
+            if (crc != rec->crc) return report_crc(x, rec, 0, 0, crc);
         } else if (x->wfn ? copy_rw(x, (uint64_t)t->file_offset, x->stage_off, n, NULL)
                           : copy_direct(x, (uint64_t)t->file_offset, x->stage_off, n)) {
             return -1;
@@ -1088,17 +1039,14 @@ static int write_tensor(exporter *x, size_t idx)
         x->stage_off += n;
         return 0;
     }
-    if (stage_alloc(x) != 0)
-        return -1;
+    if (stage_alloc(x) != 0) return -1;
     while (pos < n) {
         size_t room = x->stage_cap - x->stage_len;
         size_t k = n - pos < room ? (size_t)(n - pos) : room;
         unsigned char *dst = x->stage + x->stage_len;
-        if (!direct && k < n - pos)
-            k -= k % es; /* whole elements, to swap them */
+        if (!direct && k < n - pos) k -= k % es; /* whole elements, to swap them */
         if (k == 0) {
-            if (stage_flush(x) != 0)
-                return -1;
+            if (stage_flush(x) != 0) return -1;
             continue;
         }
         if (direct) {
@@ -1107,16 +1055,13 @@ static int write_tensor(exporter *x, size_t idx)
         } else {
             memset(&err, 0, sizeof err);
             err.offset = -1;
-            if (ckpt_tensor_read_range(x->f, t, pos, dst, k, &err) != 0)
-                return lib_error(x, &err);
-            if (x->big_host)
-                swap_bytes(dst, k, swap_unit(t->dtype));
+            if (ckpt_tensor_read_range(x->f, t, pos, dst, k, &err) != 0) return lib_error(x, &err);
+            if (x->big_host) swap_bytes(dst, k, swap_unit(t->dtype));
         }
         x->stage_len += k;
         pos += k;
         advance(x, k);
-        if (x->stage_len >= STAGE_FLUSH && stage_flush(x) != 0)
-            return -1;
+        if (x->stage_len >= STAGE_FLUSH && stage_flush(x) != 0) return -1;
     }
     return 0;
 }
@@ -1137,11 +1082,9 @@ static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, c
         sb_str(out, lead);
         for (i = 0; i < k; i++) {
             const ckpt_tensor *t = ckpt_tensor_at(x->f, idx[i]);
-            if (i > 0)
-                sb_str(out, ", ");
+            if (i > 0) sb_str(out, ", ");
             if (with_dtype) {
-                if (t->name[0] == '\0')
-                    sb_str(out, "\"\"");
+                if (t->name[0] == '\0') sb_str(out, "\"\"");
                 put_escaped(out, t->name);
                 sb_str(out, " (");
                 sb_str(out, ckpt_dtype_name(t->dtype));
@@ -1156,10 +1099,8 @@ static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, c
             sb_str(out, more);
         }
         sb_str(out, tail);
-        if (out->oom)
-            return nomem(x);
-        if (out->len <= max || k == 0)
-            return 0;
+        if (out->oom) return nomem(x);
+        if (out->len <= max || k == 0) return 0;
         k--;
     }
 }
@@ -1175,18 +1116,17 @@ static int report_left_out(exporter *x, const size_t *idx, size_t n, int raw)
     int r;
     memset(&m, 0, sizeof m);
     if (!x->o.skip_unsupported) {
-        snprintf(lead, sizeof lead, raw ? "cannot convert %zu tensor%s %s, which safetensors names must be: "
-                                        : "cannot convert %zu tensor%s %s: ",
+        snprintf(lead, sizeof lead,
+                 raw ? "cannot convert %zu tensor%s %s, which safetensors names must be: "
+                     : "cannot convert %zu tensor%s %s: ",
                  n, n == 1 ? "" : "s", what);
         r = refusal(x, &m, lead, " (--skip-unsupported leaves them out)", idx, shown, n, !raw,
                     MSG_MAX);
-        if (r == 0)
-            r = fail(x, CKPT_E_UNSUPPORTED, "%s", m.p);
+        if (r == 0) r = fail(x, CKPT_E_UNSUPPORTED, "%s", m.p);
     } else {
         snprintf(lead, sizeof lead, "left out %zu tensor%s %s: ", n, n == 1 ? "" : "s", what);
         r = refusal(x, &m, lead, "", idx, shown, n, !raw, (size_t)-1);
-        if (r == 0)
-            warn(x, "%s", m.p);
+        if (r == 0) warn(x, "%s", m.p);
     }
     sb_free(&m);
     return r;
@@ -1204,28 +1144,23 @@ static int collect_tensors(exporter *x)
     memset(&name, 0, sizeof name);
     p->ents = calloc(n ? n : 1, sizeof p->ents[0]);
     p->check = calloc(n ? n : 1, sizeof p->check[0]);
-    if (!p->ents || !p->check)
-        return nomem(x);
+    if (!p->ents || !p->check) return nomem(x);
     for (i = 0; i < n && r == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(x->f, i);
         const char *dt;
         ckpt_safetensors_entry *e;
         char *copy;
-        if (!t)
-            continue;
-        if (x->o.filter && fnmatch(x->o.filter, t->name, 0) != 0)
-            continue;
+        if (!t) continue;
+        if (x->o.filter && fnmatch(x->o.filter, t->name, 0) != 0) continue;
         if (!is_utf8(t->name)) {
             /* safetensors keys are JSON strings: UTF-8.  Never rename. */
-            if (nraw < NAMES_SHOWN)
-                raw[nraw] = i;
+            if (nraw < NAMES_SHOWN) raw[nraw] = i;
             nraw++;
             continue;
         }
         dt = ckpt_safetensors_dtype(t->dtype);
         if (!dt) {
-            if (nbad < NAMES_SHOWN)
-                bad[nbad] = i;
+            if (nbad < NAMES_SHOWN) bad[nbad] = i;
             nbad++;
             continue;
         }
@@ -1246,31 +1181,27 @@ static int collect_tensors(exporter *x)
         e->dtype = dt;
         e->tensor = t;
         if (strcmp(copy, "__metadata__") == 0) {
-            r = fail(x, CKPT_E_FORMAT, "a tensor is named '__metadata__', which safetensors reserves");
+            r = fail(x, CKPT_E_FORMAT,
+                     "a tensor is named '__metadata__', which safetensors reserves");
             break;
         }
         switch (set_add(&x->names, copy, name.len)) {
-        case 1:
-            break;
+        case 1: break;
         case 0:
             name.len = 0;
             put_shown_name(&name, t->name);
             r = fail(x, CKPT_E_FORMAT, "two tensors would be named %s in safetensors",
                      name.oom ? "?" : name.p);
             break;
-        default:
-            r = nomem(x);
-            break;
+        default: r = nomem(x); break;
         }
         e->begin = pos;
         pos += t->nbytes;
         e->end = pos;
     }
     sb_free(&name);
-    if (r == 0 && nraw > 0)
-        r = report_left_out(x, raw, nraw, 1);
-    if (r == 0 && nbad > 0)
-        r = report_left_out(x, bad, nbad, 0);
+    if (r == 0 && nraw > 0) r = report_left_out(x, raw, nraw, 1);
+    if (r == 0 && nbad > 0) r = report_left_out(x, bad, nbad, 0);
     if (r == 0 && x->o.filter && p->n == 0 && nraw == 0 && nbad == 0) {
         name.len = 0;
         put_shown_name(&name, x->o.filter);
@@ -1303,8 +1234,7 @@ static int meta_add(exporter *x, const char *key, size_t klen, const char *val, 
     if (x->nmeta == x->meta_cap) {
         size_t cap = x->meta_cap ? x->meta_cap * 2 : 64;
         meta_entry *p = realloc(x->meta, cap * sizeof *p);
-        if (!p)
-            return nomem(x);
+        if (!p) return nomem(x);
         x->meta = p;
         x->meta_cap = cap;
     }
@@ -1331,8 +1261,7 @@ static int meta_add(exporter *x, const char *key, size_t klen, const char *val, 
         return r < 0 ? nomem(x) : 0; /* first one wins */
     }
     x->nmeta++;
-    if (config)
-        x->nconfig++;
+    if (config) x->nconfig++;
     return 0;
 }
 
@@ -1349,7 +1278,7 @@ typedef struct walk {
     size_t head, len, cap;
     strset seen; /* containers, by address */
     sbuf path, text;
-    int full;    /* the entry cap is reached: stop */
+    int full; /* the entry cap is reached: stop */
 } walk;
 
 /* Text of a scalar into w->text; 0 when v is not a scalar we keep. */
@@ -1360,12 +1289,8 @@ static int scalar_text(walk *w, const ckpt_value *v)
     char tmp[40];
     w->text.len = 0;
     switch (ckpt_value_kind(v)) {
-    case CKPT_V_BOOL:
-        sb_str(&w->text, ckpt_value_bool(v) ? "True" : "False");
-        return 1;
-    case CKPT_V_INT:
-        sb_i64(&w->text, ckpt_value_int(v));
-        return 1;
+    case CKPT_V_BOOL: sb_str(&w->text, ckpt_value_bool(v) ? "True" : "False"); return 1;
+    case CKPT_V_INT: sb_i64(&w->text, ckpt_value_int(v)); return 1;
     case CKPT_V_FLOAT:
         n = ckpt_float_repr(ckpt_value_float(v), tmp);
         sb_add(&w->text, tmp, n);
@@ -1373,16 +1298,14 @@ static int scalar_text(walk *w, const ckpt_value *v)
     case CKPT_V_BIGINT:
     case CKPT_V_STR:
         s = ckpt_value_text(v, &n);
-        if (!s)
-            return 0;
+        if (!s) return 0;
         if (n > META_MAX_TEXT) {
             w->x->meta_dropped = 1;
             return 0;
         }
         sb_add(&w->text, s, n);
         return 1;
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -1390,8 +1313,7 @@ static int scalar_text(walk *w, const ckpt_value *v)
  * and None as Python's str() prints them; 0 for other keys. */
 static int key_text(walk *w, const ckpt_value *k)
 {
-    if (!k)
-        return 0;
+    if (!k) return 0;
     if (ckpt_value_kind(k) == CKPT_V_NONE) {
         w->text.len = 0;
         sb_str(&w->text, "None");
@@ -1410,8 +1332,7 @@ static void join_path(walk *w, const walk_item *parent, const char *comp, size_t
 {
     w->path.len = 0;
     sb_add(&w->path, parent->path ? parent->path : "", parent->plen);
-    if (parent->plen > 0)
-        sb_char(&w->path, '.');
+    if (parent->plen > 0) sb_char(&w->path, '.');
     sb_add(&w->path, comp, clen);
 }
 
@@ -1421,15 +1342,13 @@ static int walk_push(walk *w, const ckpt_value *v, const char *path, size_t plen
     if (w->len == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 64;
         walk_item *q = realloc(w->q, cap * sizeof *q);
-        if (!q)
-            return nomem(w->x);
+        if (!q) return nomem(w->x);
         w->q = q;
         w->cap = cap;
     }
     it = &w->q[w->len];
     it->path = malloc(plen + 1);
-    if (!it->path)
-        return nomem(w->x);
+    if (!it->path) return nomem(w->x);
     memcpy(it->path, path, plen);
     it->path[plen] = '\0';
     it->plen = plen;
@@ -1453,31 +1372,26 @@ static int walk_child(walk *w, const walk_item *parent, const char *comp, size_t
 {
     ckpt_kind kind;
     int r;
-    if (!v || w->full)
-        return 0;
+    if (!v || w->full) return 0;
     kind = ckpt_value_kind(v);
     if (is_container(kind)) {
-        if ((r = mark_seen(w, v)) <= 0)
-            return r;
+        if ((r = mark_seen(w, v)) <= 0) return r;
         join_path(w, parent, comp, clen);
-        if (w->path.oom)
-            return nomem(w->x);
+        if (w->path.oom) return nomem(w->x);
         if (parent->depth + 1 > META_MAX_DEPTH || w->path.len > META_MAX_TEXT) {
             w->x->meta_dropped = 1;
             return 0;
         }
         return walk_push(w, v, w->path.p, w->path.len, parent->depth + 1);
     }
-    if (!scalar_text(w, v))
-        return 0;
+    if (!scalar_text(w, v)) return 0;
     if (w->x->nconfig >= META_MAX_ENTRIES) {
         w->x->meta_dropped = 1;
         w->full = 1;
         return 0;
     }
     join_path(w, parent, comp, clen);
-    if (w->path.oom || w->text.oom)
-        return nomem(w->x);
+    if (w->path.oom || w->text.oom) return nomem(w->x);
     return meta_add(w->x, w->path.p, w->path.len, w->text.p, w->text.len, 1);
 }
 
@@ -1489,8 +1403,7 @@ static int walk_dict(walk *w, const walk_item *parent, const ckpt_value *d)
     int r = 0;
     memset(&comp, 0, sizeof comp);
     for (i = 0; i < n && r == 0 && !w->full; i++) {
-        if (!key_text(w, ckpt_value_key(d, i)))
-            continue;
+        if (!key_text(w, ckpt_value_key(d, i))) continue;
         comp.len = 0;
         sb_add(&comp, w->text.p, w->text.len);
         if (comp.oom) {
@@ -1511,15 +1424,13 @@ static int walk_item_children(walk *w, const walk_item *it)
     int r;
 
     switch (ckpt_value_kind(v)) {
-    case CKPT_V_DICT:
-        return walk_dict(w, it, v);
+    case CKPT_V_DICT: return walk_dict(w, it, v);
     case CKPT_V_LIST:
     case CKPT_V_TUPLE:
         n = ckpt_value_len(v);
         for (i = 0; i < n && !w->full; i++) {
             int k = snprintf(comp, sizeof comp, "%zu", i);
-            if (walk_child(w, it, comp, (size_t)k, ckpt_value_item(v, i)) != 0)
-                return -1;
+            if (walk_child(w, it, comp, (size_t)k, ckpt_value_item(v, i)) != 0) return -1;
         }
         return 0;
     case CKPT_V_OBJECT:
@@ -1528,18 +1439,14 @@ static int walk_item_children(walk *w, const walk_item *it)
          * "list"; constructor arguments are not configuration */
         part = ckpt_object_state(v);
         if (part && ckpt_value_kind(part) == CKPT_V_DICT) {
-            if ((r = mark_seen(w, part)) < 0)
-                return -1;
-            if (r > 0 && walk_dict(w, it, part) != 0)
-                return -1;
+            if ((r = mark_seen(w, part)) < 0) return -1;
+            if (r > 0 && walk_dict(w, it, part) != 0) return -1;
         } else if (walk_child(w, it, "state", 5, part) != 0) {
             return -1;
         }
-        if (walk_child(w, it, "items", 5, ckpt_object_items(v)) != 0)
-            return -1;
+        if (walk_child(w, it, "items", 5, ckpt_object_items(v)) != 0) return -1;
         return walk_child(w, it, "list", 4, ckpt_object_list(v));
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -1555,28 +1462,26 @@ static int collect_metadata(exporter *x)
     if (meta_add(x, "format", 6, "pt", 2, 0) != 0 ||
         meta_add(x, "ckpt.source_format", 18, fmt, strlen(fmt), 0) != 0)
         return -1;
-    if (!x->o.metadata || !root || !is_container(ckpt_value_kind(root)))
-        return 0;
+    if (!x->o.metadata || !root || !is_container(ckpt_value_kind(root))) return 0;
     memset(&w, 0, sizeof w);
     w.x = x;
     w.seen.ptrs = 1;
-    if (mark_seen(&w, root) < 0 || walk_push(&w, root, "", 0, 0) != 0)
-        r = -1;
+    if (mark_seen(&w, root) < 0 || walk_push(&w, root, "", 0, 0) != 0) r = -1;
     while (r == 0 && w.head < w.len && !w.full) {
         walk_item it = w.q[w.head++];
         r = walk_item_children(&w, &it);
         free(it.path);
         w.q[w.head - 1].path = NULL;
     }
-    for (; w.head < w.len; w.head++)
-        free(w.q[w.head].path);
+    for (; w.head < w.len; w.head++) free(w.q[w.head].path);
     free(w.q);
     set_free(&w.seen);
     sb_free(&w.path);
     sb_free(&w.text);
     if (r == 0 && x->meta_dropped)
-        warn(x, "some values were left out of the metadata (it keeps at most %d, with keys "
-                "and values of at most %d bytes, %d levels deep)",
+        warn(x,
+             "some values were left out of the metadata (it keeps at most %d, with keys "
+             "and values of at most %d bytes, %d levels deep)",
              META_MAX_ENTRIES, META_MAX_TEXT, META_MAX_DEPTH);
     return r;
 }
@@ -1594,8 +1499,7 @@ static int build_header(exporter *x)
     sb_add(h, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
     sb_str(h, "{\"__metadata__\":{");
     for (i = 0; i < x->nmeta; i++) {
-        if (i > 0)
-            sb_char(h, ',');
+        if (i > 0) sb_char(h, ',');
         put_json_string(h, x->meta[i].key, x->meta[i].klen);
         sb_char(h, ':');
         put_json_string(h, x->meta[i].val, x->meta[i].vlen);
@@ -1610,8 +1514,7 @@ static int build_header(exporter *x)
         sb_str(h, e->dtype);
         sb_str(h, "\",\"shape\":[");
         for (d = 0; d < t->ndim; d++) {
-            if (d > 0)
-                sb_char(h, ',');
+            if (d > 0) sb_char(h, ',');
             sb_i64(h, t->shape[d]);
         }
         sb_str(h, "],\"data_offsets\":[");
@@ -1621,18 +1524,15 @@ static int build_header(exporter *x)
         sb_str(h, "]}");
     }
     sb_char(h, '}');
-    while (h->len % ST_ALIGN != 0)
-        sb_char(h, ' ');
-    if (h->oom)
-        return nomem(x);
+    while (h->len % ST_ALIGN != 0) sb_char(h, ' ');
+    if (h->oom) return nomem(x);
     total = h->len - 8;
     if (total > ST_MAX_HEADER)
         return fail(x, CKPT_E_LIMIT,
                     "the safetensors header would be %llu bytes, more than the %u bytes "
                     "readers accept",
                     (unsigned long long)total, ST_MAX_HEADER);
-    for (i = 0; i < 8; i++)
-        h->p[i] = (char)((total >> (8 * i)) & 0xFF);
+    for (i = 0; i < 8; i++) h->p[i] = (char)((total >> (8 * i)) & 0xFF);
     return 0;
 }
 
@@ -1660,19 +1560,16 @@ static void ex_call(exporter *x, ckpt_error *err)
 /* The end of a call: error_origin told on failure. */
 static int ex_end(exporter *x, int r)
 {
-    if (r != 0 && x->o.error_origin)
-        *x->o.error_origin = x->origin;
+    if (r != 0 && x->o.error_origin) *x->o.error_origin = x->origin;
     return r;
 }
 
 void ckpt_safetensors_free(ckpt_safetensors_plan *x)
 {
     size_t i;
-    if (!x)
-        return;
+    if (!x) return;
     crc_free(x);
-    for (i = 0; i < x->n; i++)
-        free((char *)x->ents[i].name);
+    for (i = 0; i < x->n; i++) free((char *)x->ents[i].name);
     free(x->ents);
     free(x->check);
     sb_free(&x->header);
@@ -1694,8 +1591,9 @@ static int ex_options(exporter *x, const ckpt_export_options *opt)
     ckpt_export_options_init(&x->o);
     if (opt) {
         if (opt->struct_size == 0)
-            return fail(x, CKPT_E_ARG, "ckpt_export_options.struct_size is 0: fill the options "
-                                       "with ckpt_export_options_init()");
+            return fail(x, CKPT_E_ARG,
+                        "ckpt_export_options.struct_size is 0: fill the options "
+                        "with ckpt_export_options_init()");
         memcpy(&x->o, opt, opt->struct_size < sizeof x->o ? opt->struct_size : sizeof x->o);
         x->o.struct_size = sizeof x->o;
     }
@@ -1708,12 +1606,9 @@ static int ex_plan(exporter *x, const ckpt_file *f, const ckpt_export_options *o
     x->src_fd = -1;
     x->out_fd = -1;
     x->out_name = "output";
-    if (ex_options(x, opt) != 0)
-        return -1;
-    if (x->o.out_name)
-        x->out_name = x->o.out_name;
-    if (!f)
-        return fail(x, CKPT_E_ARG, "null argument");
+    if (ex_options(x, opt) != 0) return -1;
+    if (x->o.out_name) x->out_name = x->o.out_name;
+    if (!f) return fail(x, CKPT_E_ARG, "null argument");
     x->f = f;
     x->src_fd = x->o.src_fd;
     x->big_host = host_big_endian();
@@ -1728,8 +1623,7 @@ static int ex_plan(exporter *x, const ckpt_file *f, const ckpt_export_options *o
 }
 
 ckpt_safetensors_plan *ckpt_export_safetensors_plan(const ckpt_file *f,
-                                                    const ckpt_export_options *opt,
-                                                    ckpt_error *err)
+                                                    const ckpt_export_options *opt, ckpt_error *err)
 {
     exporter *x = calloc(1, sizeof *x);
     if (!x) {
@@ -1755,12 +1649,14 @@ ckpt_safetensors_plan *ckpt_export_safetensors_plan(const ckpt_file *f,
 
 const void *ckpt_safetensors_header(const ckpt_safetensors_plan *p, size_t *len)
 {
-    if (len)
-        *len = p ? p->header.len : 0;
+    if (len) *len = p ? p->header.len : 0;
     return p ? p->header.p : NULL;
 }
 
-size_t ckpt_safetensors_count(const ckpt_safetensors_plan *p) { return p ? p->n : 0; }
+size_t ckpt_safetensors_count(const ckpt_safetensors_plan *p)
+{
+    return p ? p->n : 0;
+}
 
 const ckpt_safetensors_entry *ckpt_safetensors_at(const ckpt_safetensors_plan *p, size_t i)
 {
@@ -1780,30 +1676,22 @@ static int ex_write(exporter *x)
     size_t i;
     int r = 0;
 
-    if (x->written)
-        return fail(x, CKPT_E_ARG, "this plan was written already");
+    if (x->written) return fail(x, CKPT_E_ARG, "this plan was written already");
     x->written = 1;
     if (x->stream && !x->wfn)
         x->copy_mode = COPY_SENDFILE; /* copy_file_range needs a regular file */
     r = reserve(x, x->header.len + x->data_size);
-    if (r == 0 && out_write(x, x->header.p, x->header.len, 0) != 0)
-        r = write_error(x, errno);
+    if (r == 0 && out_write(x, x->header.p, x->header.len, 0) != 0) r = write_error(x, errno);
     x->stage_off = x->header.len;
 #ifdef POSIX_FADV_SEQUENTIAL
-    if (x->src_fd >= 0)
-        posix_fadvise(x->src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (x->src_fd >= 0) posix_fadvise(x->src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-    if (r == 0 && x->o.progress)
-        x->o.progress(x->o.ctx, 0, x->data_size);
-    if (r == 0)
-        crc_start(x);
+    if (r == 0 && x->o.progress) x->o.progress(x->o.ctx, 0, x->data_size);
+    if (r == 0) crc_start(x);
     for (i = 0; i < x->n && r == 0 && !crc_failed(x); i++)
-        if (write_tensor(x, i) != 0)
-            r = -1;
-    if (r == 0 && stage_flush(x) != 0)
-        r = -1;
-    if (r == 0)
-        write_behind(x, x->stage_off, 1);
+        if (write_tensor(x, i) != 0) r = -1;
+    if (r == 0 && stage_flush(x) != 0) r = -1;
+    if (r == 0) write_behind(x, x->stage_off, 1);
     /* the copy is done: the check decides */
     return crc_join(x, r != 0) != 0 ? -1 : r;
 }
@@ -1838,7 +1726,8 @@ int ckpt_safetensors_write_fd(ckpt_safetensors_plan *p, int fd, int seekable, ck
             memset(err, 0, sizeof *err);
             err->code = CKPT_E_ARG;
             err->offset = -1;
-            snprintf(err->message, sizeof err->message, p ? "no output descriptor" : "null argument");
+            snprintf(err->message, sizeof err->message,
+                     p ? "no output descriptor" : "null argument");
         }
         return -1;
     }
@@ -1884,10 +1773,8 @@ int ckpt_export_safetensors(const ckpt_file *f, const char *out_path,
         return -1;
     }
     p = ckpt_export_safetensors_plan(f, opt, err);
-    if (!p)
-        return -1;
-    if (!p->o.out_name)
-        p->out_name = out_path;
+    if (!p) return -1;
+    if (!p->o.out_name) p->out_name = out_path;
     fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
         ex_call(p, err);
@@ -1898,8 +1785,7 @@ int ckpt_export_safetensors(const ckpt_file *f, const char *out_path,
             ex_call(p, err);
             r = ex_end(p, out_error(p, errno));
         }
-        if (r != 0)
-            unlink(out_path);
+        if (r != 0) unlink(out_path);
     }
     ckpt_safetensors_free(p);
     return r;

@@ -21,7 +21,6 @@
 /* The tables                                                                 */
 /* ------------------------------------------------------------------------ */
 
-
 /* A rule: `module` and, when `name` is NULL, every name in it and in every
  * submodule ("os" covers os.system, os.path.join, ...); otherwise that name
  * exactly, or every name starting with it when it ends in '*'. */
@@ -276,23 +275,69 @@ static const rule safe_rules[] = {
 
 /* torch.<dtype>: every dtype object torch pickles by name. */
 static const char *const torch_dtypes[] = {
-    "float64", "double", "float32", "float", "float16", "half", "bfloat16",
-    "int64", "long", "int32", "int", "int16", "short", "int8", "uint8",
-    "bool", "complex32", "chalf", "complex64", "cfloat", "complex128",
-    "cdouble", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-    "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16", "uint32", "uint64",
-    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
-    "int1", "int2", "int3", "int4", "int5", "int6", "int7",
-    "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+    "float64",
+    "double",
+    "float32",
+    "float",
+    "float16",
+    "half",
+    "bfloat16",
+    "int64",
+    "long",
+    "int32",
+    "int",
+    "int16",
+    "short",
+    "int8",
+    "uint8",
+    "bool",
+    "complex32",
+    "chalf",
+    "complex64",
+    "cfloat",
+    "complex128",
+    "cdouble",
+    "qint8",
+    "quint8",
+    "qint32",
+    "quint4x2",
+    "quint2x4",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uint1",
+    "uint2",
+    "uint3",
+    "uint4",
+    "uint5",
+    "uint6",
+    "uint7",
+    "int1",
+    "int2",
+    "int3",
+    "int4",
+    "int5",
+    "int6",
+    "int7",
+    "bits1x8",
+    "bits2x4",
+    "bits4x2",
+    "bits8",
+    "bits16",
 };
 
 /* torch.<Kind>Storage / torch.<Kind>Tensor (also under torch.cuda, and the
  * sparse tensor classes under torch.sparse and torch.cuda.sparse). */
 static const char *const storage_kinds[] = {
-    "Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
-    "Byte", "Bool", "ComplexDouble", "ComplexFloat", "ComplexHalf", "QInt8",
-    "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4",
+    "Double",      "Float", "Half",   "BFloat16", "Long",          "Int",
+    "Short",       "Char",  "Byte",   "Bool",     "ComplexDouble", "ComplexFloat",
+    "ComplexHalf", "QInt8", "QUInt8", "QInt32",   "QUInt4x2",      "QUInt2x4",
 };
 
 /* Python 2 module names the Python unpickler maps (fix_imports), for the
@@ -301,11 +346,17 @@ static const char *const storage_kinds[] = {
 static const struct {
     const char *py2, *py3;
 } py2_modules[] = {
-    {"commands", "subprocess"}, {"cPickle", "pickle"}, {"thread", "_thread"},
-    {"urllib2", "urllib.request"}, {"httplib", "http.client"},
-    {"SocketServer", "socketserver"}, {"BaseHTTPServer", "http.server"},
-    {"SimpleHTTPServer", "http.server"}, {"CGIHTTPServer", "http.server"},
-    {"xmlrpclib", "xmlrpc.client"}, {"SimpleXMLRPCServer", "xmlrpc.server"},
+    {"commands", "subprocess"},
+    {"cPickle", "pickle"},
+    {"thread", "_thread"},
+    {"urllib2", "urllib.request"},
+    {"httplib", "http.client"},
+    {"SocketServer", "socketserver"},
+    {"BaseHTTPServer", "http.server"},
+    {"SimpleHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"},
+    {"xmlrpclib", "xmlrpc.client"},
+    {"SimpleXMLRPCServer", "xmlrpc.server"},
     {"DocXMLRPCServer", "xmlrpc.server"},
 };
 
@@ -328,21 +379,18 @@ static int module_is(const char *mod, size_t mn, const char *m)
 static int name_is(const char *name, size_t nn, const char *pat)
 {
     size_t pn = strlen(pat);
-    if (pn > 0 && pat[pn - 1] == '*')
-        return nn >= pn - 1 && memcmp(name, pat, pn - 1) == 0;
+    if (pn > 0 && pat[pn - 1] == '*') return nn >= pn - 1 && memcmp(name, pat, pn - 1) == 0;
     return pn == nn && memcmp(name, pat, nn) == 0;
 }
 
-static const rule *match(const rule *rules, size_t n, const char *mod,
-                         size_t mn, const char *name, size_t nn)
+static const rule *match(const rule *rules, size_t n, const char *mod, size_t mn, const char *name,
+                         size_t nn)
 {
     size_t i;
     for (i = 0; i < n; i++) {
         if (rules[i].name == NULL) {
-            if (module_in(mod, mn, rules[i].module))
-                return &rules[i];
-        } else if (module_is(mod, mn, rules[i].module) &&
-                   name_is(name, nn, rules[i].name)) {
+            if (module_in(mod, mn, rules[i].module)) return &rules[i];
+        } else if (module_is(mod, mn, rules[i].module) && name_is(name, nn, rules[i].name)) {
             return &rules[i];
         }
     }
@@ -351,24 +399,19 @@ static const rule *match(const rule *rules, size_t n, const char *mod,
 
 #define NRULES(t) (sizeof t / sizeof t[0])
 
-static const rule *dangerous_pair(const char *mod, size_t mn, const char *name,
-                                  size_t nn)
+static const rule *dangerous_pair(const char *mod, size_t mn, const char *name, size_t nn)
 {
     size_t i;
-    const rule *r = match(dangerous_rules, NRULES(dangerous_rules), mod, mn,
-                          name, nn);
-    if (r)
-        return r;
+    const rule *r = match(dangerous_rules, NRULES(dangerous_rules), mod, mn, name, nn);
+    if (r) return r;
     for (i = 0; i < sizeof py2_modules / sizeof py2_modules[0]; i++)
         if (module_in(mod, mn, py2_modules[i].py2)) {
             const char *to = py2_modules[i].py3;
-            return match(dangerous_rules, NRULES(dangerous_rules), to,
-                         strlen(to), name, nn);
+            return match(dangerous_rules, NRULES(dangerous_rules), to, strlen(to), name, nn);
         }
     /* Python 2's __builtin__.intern is sys.intern (sys is refused) */
     if (module_is(mod, mn, "builtins") && name_is(name, nn, "intern"))
-        return match(dangerous_rules, NRULES(dangerous_rules), "sys", 3,
-                     name, nn);
+        return match(dangerous_rules, NRULES(dangerous_rules), "sys", 3, name, nn);
     return NULL;
 }
 
@@ -378,17 +421,13 @@ static int is_safe_torch_class(const char *mod, const char *name)
     int storage = nn > 7 && strcmp(name + nn - 7, "Storage") == 0;
     int tensor = nn > 6 && strcmp(name + nn - 6, "Tensor") == 0;
     size_t stem = nn - (storage ? 7 : tensor ? 6 : 0);
-    if (!storage && !tensor)
-        return 0;
-    if (storage && strcmp(mod, "torch") != 0 && strcmp(mod, "torch.cuda") != 0)
-        return 0;
+    if (!storage && !tensor) return 0;
+    if (storage && strcmp(mod, "torch") != 0 && strcmp(mod, "torch.cuda") != 0) return 0;
     if (tensor && strcmp(mod, "torch") != 0 && strcmp(mod, "torch.cuda") != 0 &&
         strcmp(mod, "torch.sparse") != 0 && strcmp(mod, "torch.cuda.sparse") != 0)
         return 0;
     for (i = 0; i < sizeof storage_kinds / sizeof storage_kinds[0]; i++)
-        if (strlen(storage_kinds[i]) == stem &&
-            memcmp(storage_kinds[i], name, stem) == 0)
-            return 1;
+        if (strlen(storage_kinds[i]) == stem && memcmp(storage_kinds[i], name, stem) == 0) return 1;
     return 0;
 }
 
@@ -413,8 +452,7 @@ static ckpt_verdict verdict_of(const char *module, const char *name, const char 
         /* __builtins__, __dict__, __globals__, ... of any module: the keys
          * to everything; copyreg's __newobj__ helpers are what protocols
          * 0 and 1 use for NEWOBJ */
-        if (nlen > 4 && memcmp(name, "__", 2) == 0 &&
-            memcmp(name + nlen - 2, "__", 2) == 0 &&
+        if (nlen > 4 && memcmp(name, "__", 2) == 0 && memcmp(name + nlen - 2, "__", 2) == 0 &&
             !(strcmp(module, "copyreg") == 0 &&
               (strcmp(name, "__newobj__") == 0 || strcmp(name, "__newobj_ex__") == 0))) {
             r = dangerous_pair(module, mlen, name, nlen);
@@ -451,12 +489,10 @@ static ckpt_verdict verdict_of(const char *module, const char *name, const char 
     memcpy(path + mlen + 1, name, nlen + 1);
     for (i = 0; i <= total && nparts < 128;) {
         size_t j = i;
-        while (j < total && path[j] != '.')
-            j++;
+        while (j < total && path[j] != '.') j++;
         starts[nparts] = i;
         ends[nparts] = j;
-        if (j <= mlen)
-            mparts = nparts + 1;
+        if (j <= mlen) mparts = nparts + 1;
         nparts++;
         i = j + 1;
     }
@@ -476,8 +512,7 @@ static ckpt_verdict verdict_of(const char *module, const char *name, const char 
     /* candidates: modules starting at the first component or at any
      * attribute, each followed by one name component */
     for (i = 0; i + 1 < nparts; i++) {
-        if (i > 0 && i < mparts)
-            continue; /* "a.os" is a submodule of a, not os */
+        if (i > 0 && i < mparts) continue; /* "a.os" is a submodule of a, not os */
         for (k = i + 1 < mparts ? mparts : i + 1; k < nparts; k++) {
             const char *mod = path + starts[i];
             size_t mn = ends[k - 1] - starts[i];
@@ -516,8 +551,7 @@ ckpt_verdict ckpt_global_verdict(const char *module, const char *name, const cha
 {
     const char *w = "";
     ckpt_verdict v = verdict_of(module ? module : "", name ? name : "", &w);
-    if (why)
-        *why = w;
+    if (why) *why = w;
     return v;
 }
 
@@ -525,8 +559,9 @@ ckpt_verdict ckpt_global_verdict(const char *module, const char *name, const cha
 /* Whole-file scans                                                           */
 /* ------------------------------------------------------------------------ */
 
-#define TS_NOTE "TorchScript archive: its pickles are scanned, its code/ " \
-                "records (TorchScript source that torch.jit.load compiles) are not"
+#define TS_NOTE                                                                                    \
+    "TorchScript archive: its pickles are scanned, its code/ "                                     \
+    "records (TorchScript source that torch.jit.load compiles) are not"
 
 struct ckpt_scan_report {
     ckpt_scan_item *items;
@@ -551,14 +586,12 @@ static char *keep(ckpt_scan_report *r, const char *s)
     if (r->nstrings == r->strings_cap) {
         size_t cap = r->strings_cap ? r->strings_cap * 2 : 64;
         char **ns = realloc(r->strings, cap * sizeof *ns);
-        if (!ns)
-            return NULL;
+        if (!ns) return NULL;
         r->strings = ns;
         r->strings_cap = cap;
     }
     p = malloc(n);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     memcpy(p, s, n);
     r->strings[r->nstrings++] = p;
     return p;
@@ -569,8 +602,7 @@ static const char *keep_label(ckpt_scan_report *r, const char *label)
 {
     size_t i;
     for (i = r->n; i > 0 && i + 64 > r->n; i--)
-        if (strcmp(r->items[i - 1].pickle, label) == 0)
-            return r->items[i - 1].pickle;
+        if (strcmp(r->items[i - 1].pickle, label) == 0) return r->items[i - 1].pickle;
     return keep(r, label);
 }
 
@@ -578,8 +610,7 @@ static void on_global(void *ctx, const ckpt_global_ref *g)
 {
     ckpt_scan_report *r = ctx;
     ckpt_scan_item *it;
-    if (r->oom)
-        return;
+    if (r->oom) return;
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
         ckpt_scan_item *p = realloc(r->items, cap * sizeof *p);
@@ -610,8 +641,7 @@ static void classify_all(ckpt_scan_report *r)
     size_t i, j;
     int strict = (r->flags & CKPT_SCAN_STRICT) != 0;
     for (i = 0; i < r->n; i++)
-        r->items[i].verdict = verdict_of(r->items[i].module, r->items[i].name,
-                                         &r->items[i].why);
+        r->items[i].verdict = verdict_of(r->items[i].module, r->items[i].name, &r->items[i].why);
     /* a wrapper is as dangerous as the pickle it sits in */
     for (i = 0; i < r->n; i++) {
         if (r->items[i].verdict != CKPT_VERDICT_UNKNOWN ||
@@ -628,8 +658,7 @@ static void classify_all(ckpt_scan_report *r)
             }
     }
     for (i = 0; i < r->n; i++) {
-        if (strict && r->items[i].verdict == CKPT_VERDICT_UNKNOWN &&
-            r->items[i].why[0] == '\0')
+        if (strict && r->items[i].verdict == CKPT_VERDICT_UNKNOWN && r->items[i].why[0] == '\0')
             r->items[i].why = "not on torch's weights_only allowlist (--strict)";
         r->tally[r->items[i].verdict]++;
         if (r->items[i].verdict == CKPT_VERDICT_DANGEROUS && r->items[i].called)
@@ -640,21 +669,18 @@ static void classify_all(ckpt_scan_report *r)
 static int add_note(ckpt_scan_report *r, const char *note)
 {
     char **nn = realloc(r->notes, (r->nnotes + 1) * sizeof *nn);
-    if (!nn)
-        return -1;
+    if (!nn) return -1;
     r->notes = nn;
-    if (!(nn[r->nnotes] = keep(r, note)))
-        return -1;
+    if (!(nn[r->nnotes] = keep(r, note))) return -1;
     r->nnotes++;
     return 0;
 }
 
 enum { FROM_PATH, FROM_MEMORY, FROM_READER };
 
-static ckpt_scan_report *scan_any(int from, const char *path, const void *data,
-                                  size_t size, const ckpt_reader *reader,
-                                  const ckpt_options *opt, unsigned flags,
-                                  ckpt_error *err)
+static ckpt_scan_report *scan_any(int from, const char *path, const void *data, size_t size,
+                                  const ckpt_reader *reader, const ckpt_options *opt,
+                                  unsigned flags, ckpt_error *err)
 {
     ckpt_scan_report *r = calloc(1, sizeof *r);
     ckpt_options o;
@@ -662,8 +688,7 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data,
     size_t i;
 
     if (!r) {
-        if (reader && reader->close)
-            reader->close(reader->opaque);
+        if (reader && reader->close) reader->close(reader->opaque);
         if (err) {
             memset(err, 0, sizeof *err);
             err->code = CKPT_E_NOMEM;
@@ -697,8 +722,7 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data,
         r->format = (int)info.format;
         for (i = 0; i < nn && !r->oom; i++) {
             const char *note = ckpt_note_at(f, i);
-            if (add_note(r, note ? note : "") != 0)
-                r->oom = 1;
+            if (add_note(r, note ? note : "") != 0) r->oom = 1;
         }
         if (info.format == CKPT_FORMAT_TORCHSCRIPT && !r->oom && add_note(r, TS_NOTE) != 0)
             r->oom = 1;
@@ -720,15 +744,14 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data,
     return r;
 }
 
-ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt,
-                                 unsigned flags, ckpt_error *err)
+ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt, unsigned flags,
+                                 ckpt_error *err)
 {
     return scan_any(FROM_PATH, path, NULL, 0, NULL, opt, flags, err);
 }
 
-ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size,
-                                   const ckpt_options *opt, unsigned flags,
-                                   ckpt_error *err)
+ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size, const ckpt_options *opt,
+                                   unsigned flags, ckpt_error *err)
 {
     return scan_any(FROM_MEMORY, NULL, data, size, NULL, opt, flags, err);
 }
@@ -742,17 +765,18 @@ ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader, const ckpt_options
 void ckpt_scan_free(ckpt_scan_report *r)
 {
     size_t i;
-    if (!r)
-        return;
-    for (i = 0; i < r->nstrings; i++)
-        free(r->strings[i]);
+    if (!r) return;
+    for (i = 0; i < r->nstrings; i++) free(r->strings[i]);
     free(r->strings);
     free(r->items);
     free(r->notes);
     free(r);
 }
 
-size_t ckpt_scan_count(const ckpt_scan_report *r) { return r ? r->n : 0; }
+size_t ckpt_scan_count(const ckpt_scan_report *r)
+{
+    return r ? r->n : 0;
+}
 
 const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i)
 {
@@ -771,8 +795,7 @@ size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r)
 
 ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r)
 {
-    if (!r)
-        return CKPT_VERDICT_SAFE;
+    if (!r) return CKPT_VERDICT_SAFE;
     return r->tally[CKPT_VERDICT_DANGEROUS] ? CKPT_VERDICT_DANGEROUS
            : r->tally[CKPT_VERDICT_UNKNOWN] ? CKPT_VERDICT_UNKNOWN
                                             : CKPT_VERDICT_SAFE;
@@ -780,22 +803,30 @@ ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r)
 
 int ckpt_scan_flagged(const ckpt_scan_report *r)
 {
-    if (!r)
-        return 0;
+    if (!r) return 0;
     return r->tally[CKPT_VERDICT_DANGEROUS] > 0 ||
            ((r->flags & CKPT_SCAN_STRICT) && r->tally[CKPT_VERDICT_UNKNOWN] > 0);
 }
 
-unsigned ckpt_scan_flags(const ckpt_scan_report *r) { return r ? r->flags : 0; }
+unsigned ckpt_scan_flags(const ckpt_scan_report *r)
+{
+    return r ? r->flags : 0;
+}
 
 const ckpt_error *ckpt_scan_error(const ckpt_scan_report *r)
 {
     return r && r->failed ? &r->error : NULL;
 }
 
-int ckpt_scan_format(const ckpt_scan_report *r) { return r ? r->format : -1; }
+int ckpt_scan_format(const ckpt_scan_report *r)
+{
+    return r ? r->format : -1;
+}
 
-size_t ckpt_scan_note_count(const ckpt_scan_report *r) { return r ? r->nnotes : 0; }
+size_t ckpt_scan_note_count(const ckpt_scan_report *r)
+{
+    return r ? r->nnotes : 0;
+}
 
 const char *ckpt_scan_note_at(const ckpt_scan_report *r, size_t i)
 {

@@ -89,8 +89,7 @@ static int count_enter(void *ctx, const ckpt_walk_step *st)
     counter *c = ctx;
     const ckpt_tensor *t;
     c->visits++;
-    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR)
-        return 0;
+    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR) return 0;
     t = ckpt_value_tensor(c->f, st->value);
     if (!t || !t->name) /* listed tensors only */
         return 0;
@@ -100,8 +99,7 @@ static int count_enter(void *ctx, const ckpt_walk_step *st)
         if (c->n == c->cap) {
             size_t cap = c->cap ? c->cap * 2 : 64;
             const ckpt_tensor **p = realloc(c->list, cap * sizeof *p);
-            if (!p)
-                return -2;
+            if (!p) return -2;
             c->list = p;
             c->cap = cap;
         }
@@ -112,8 +110,7 @@ static int count_enter(void *ctx, const ckpt_walk_step *st)
 
 /* Walk v counting listed tensors; values deeper than the default depth
  * limit are not counted (as `ckpt info` always did). */
-static int count_under(counter *c, const ckpt_value *v, uint64_t max_visits,
-                       ckpt_error *err)
+static int count_under(counter *c, const ckpt_value *v, uint64_t max_visits, ckpt_error *err)
 {
     ckpt_walk_callbacks cb = {count_enter, NULL};
     ckpt_walk_options opt;
@@ -122,23 +119,19 @@ static int count_under(counter *c, const ckpt_value *v, uint64_t max_visits,
     opt.skip_deep = 1;
     opt.max_visits = max_visits;
     r = ckpt_value_walk(c->f, v, &cb, c, &opt, err);
-    if (r == -2)
-        return oom(err);
+    if (r == -2) return oom(err);
     return r == 0 ? 0 : -1;
 }
 
-CKPT_API int ckpt_count_tensors(const ckpt_file *f, const ckpt_value *v,
-                                uint64_t *tensors, uint64_t *elements, ckpt_error *err)
+CKPT_API int ckpt_count_tensors(const ckpt_file *f, const ckpt_value *v, uint64_t *tensors,
+                                uint64_t *elements, ckpt_error *err)
 {
     counter c;
     memset(&c, 0, sizeof c);
     c.f = f;
-    if (tensors)
-        *tensors = 0;
-    if (elements)
-        *elements = 0;
-    if (!f || !v)
-        return fail(err, CKPT_E_ARG, "ckpt_count_tensors: NULL file or value");
+    if (tensors) *tensors = 0;
+    if (elements) *elements = 0;
+    if (!f || !v) return fail(err, CKPT_E_ARG, "ckpt_count_tensors: NULL file or value");
     if (ckpt_value_kind(v) == CKPT_V_TENSOR) {
         const ckpt_tensor *t = ckpt_value_tensor(f, v);
         if (t) {
@@ -148,10 +141,8 @@ CKPT_API int ckpt_count_tensors(const ckpt_file *f, const ckpt_value *v,
     } else if (count_under(&c, v, 0, err) != 0) {
         return -1;
     }
-    if (tensors)
-        *tensors = c.tensors;
-    if (elements)
-        *elements = c.elements;
+    if (tensors) *tensors = c.tensors;
+    if (elements) *elements = c.elements;
     return 0;
 }
 
@@ -174,11 +165,9 @@ static int rehash(builder *b)
 {
     size_t ns = b->nslots ? b->nslots * 2 : 1024, i, h;
     size_t *slots;
-    if (ns > ((size_t)-1) / sizeof *slots / 2)
-        return -1;
+    if (ns > ((size_t)-1) / sizeof *slots / 2) return -1;
     slots = calloc(ns, sizeof *slots);
-    if (!slots)
-        return -1;
+    if (!slots) return -1;
     for (i = 0; i < b->n; i++) {
         const tnode *nd = &b->nodes[i];
         for (h = hash_key(nd->parent, nd->name, nd->name_len) & (ns - 1); slots[h];
@@ -194,14 +183,12 @@ static int rehash(builder *b)
 
 /* The child name[0..len) of parent (path: base[0..path_len)), created when
  * missing; NONE when out of memory. */
-static size_t tree_child(builder *b, size_t parent, const char *base, size_t start,
-                         size_t len)
+static size_t tree_child(builder *b, size_t parent, const char *base, size_t start, size_t len)
 {
     const char *name = base + start;
     size_t h, idx;
     tnode *nd;
-    if ((b->n + 1) * 2 > b->nslots && rehash(b) != 0)
-        return NONE;
+    if ((b->n + 1) * 2 > b->nslots && rehash(b) != 0) return NONE;
     for (h = hash_key(parent, name, len) & (b->nslots - 1); b->slots[h];
          h = (h + 1) & (b->nslots - 1)) {
         nd = &b->nodes[b->slots[h] - 1];
@@ -211,11 +198,9 @@ static size_t tree_child(builder *b, size_t parent, const char *base, size_t sta
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         tnode *p;
-        if (cap > ((size_t)-1) / sizeof *p)
-            return NONE;
+        if (cap > ((size_t)-1) / sizeof *p) return NONE;
         p = realloc(b->nodes, cap * sizeof *p);
-        if (!p)
-            return NONE;
+        if (!p) return NONE;
         b->nodes = p;
         b->cap = cap;
     }
@@ -255,8 +240,7 @@ static int tree_add(builder *b, const char *name, uint64_t numel)
     while ((dot = strchr(name + start, '.')) != NULL) {
         size_t len = (size_t)(dot - (name + start));
         size_t idx = tree_child(b, parent, name, start, len);
-        if (idx == NONE)
-            return -1;
+        if (idx == NONE) return -1;
         b->nodes[idx].elements = add_sat(b->nodes[idx].elements, numel);
         b->nodes[idx].tensors++;
         parent = idx;
@@ -270,8 +254,7 @@ static int tree_finish(builder *b)
 {
     ckpt_summary *s = b->s;
     size_t *order, i, n = 0, cur = b->top_first;
-    if (b->n == 0)
-        return 0;
+    if (b->n == 0) return 0;
     order = malloc(b->n * sizeof *order); /* old index -> new index */
     s->modules = calloc(b->n, sizeof *s->modules);
     if (!order || !s->modules) {
@@ -284,10 +267,8 @@ static int tree_finish(builder *b)
             cur = b->nodes[cur].first;
             continue;
         }
-        while (cur != NONE && b->nodes[cur].next == NONE)
-            cur = b->nodes[cur].parent;
-        if (cur != NONE)
-            cur = b->nodes[cur].next;
+        while (cur != NONE && b->nodes[cur].next == NONE) cur = b->nodes[cur].parent;
+        if (cur != NONE) cur = b->nodes[cur].next;
     }
     for (i = 0; i < b->n; i++) {
         const tnode *nd = &b->nodes[i];
@@ -317,12 +298,10 @@ static int add_dtype(ckpt_summary *s, const ckpt_tensor *t)
     size_t i;
     ckpt_summary_dtype *row = NULL;
     for (i = 0; i < s->ndtypes; i++)
-        if (s->dtypes[i].dtype == t->dtype)
-            row = &s->dtypes[i];
+        if (s->dtypes[i].dtype == t->dtype) row = &s->dtypes[i];
     if (!row) {
         ckpt_summary_dtype *p = realloc(s->dtypes, (s->ndtypes + 1) * sizeof *p);
-        if (!p)
-            return -1;
+        if (!p) return -1;
         s->dtypes = p;
         /* keep rows in increasing dtype number */
         for (i = s->ndtypes; i > 0 && (unsigned)p[i - 1].dtype > (unsigned)t->dtype; i--)
@@ -350,8 +329,7 @@ static int in_sorted(const ckpt_tensor *const *list, size_t n, const ckpt_tensor
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((uintptr_t)list[mid] == (uintptr_t)t)
-            return 1;
+        if ((uintptr_t)list[mid] == (uintptr_t)t) return 1;
         if ((uintptr_t)list[mid] < (uintptr_t)t)
             lo = mid + 1;
         else
@@ -363,12 +341,9 @@ static int in_sorted(const ckpt_tensor *const *list, size_t n, const ckpt_tensor
 /* t's name relative to root's path. */
 static const char *relative_name(const char *name, const char *prefix, size_t len)
 {
-    if (!prefix || strncmp(name, prefix, len) != 0)
-        return name;
-    if (name[len] == '\0')
-        return name + len;
-    if (name[len] == '.')
-        return name + len + 1;
+    if (!prefix || strncmp(name, prefix, len) != 0) return name;
+    if (name[len] == '\0') return name + len;
+    if (name[len] == '.') return name + len + 1;
     return name;
 }
 
@@ -383,13 +358,11 @@ static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_
     unsigned char *used = NULL;
     if (filter) {
         used = calloc(ns ? ns : 1, 1);
-        if (!used)
-            return oom(b->err);
+        if (!used) return oom(b->err);
     }
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(b->f, i);
-        if (!t || (filter && !in_sorted(under, nunder, t)))
-            continue;
+        if (!t || (filter && !in_sorted(under, nunder, t))) continue;
         if (add_dtype(s, t) != 0 ||
             tree_add(b, relative_name(t->name ? t->name : "", prefix, plen), t->numel) != 0) {
             free(used);
@@ -398,13 +371,11 @@ static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_
         s->totals.tensors++;
         s->totals.elements = add_sat(s->totals.elements, t->numel);
         s->totals.bytes = add_sat(s->totals.bytes, t->nbytes);
-        if (used && t->storage < ns)
-            used[t->storage] = 1;
+        if (used && t->storage < ns) used[t->storage] = 1;
     }
     for (i = 0; i < ns; i++) {
         const ckpt_storage *st = ckpt_storage_at(b->f, i);
-        if (!st || (used && !used[i]))
-            continue;
+        if (!st || (used && !used[i])) continue;
         s->totals.storages++;
         s->totals.storage_bytes = add_sat(s->totals.storage_bytes, st->nbytes);
     }
@@ -431,12 +402,14 @@ static int key_row(builder *b, ckpt_summary_key *row, uint64_t *budget)
     memset(&c, 0, sizeof c);
     c.f = b->f;
     if (*budget == 0)
-        return fail(b->err, CKPT_E_LIMIT, "the top-level keys share more values "
-                                          "than a summary may visit");
+        return fail(b->err, CKPT_E_LIMIT,
+                    "the top-level keys share more values "
+                    "than a summary may visit");
     if (count_under(&c, v, *budget, b->err) != 0) {
         if (b->err && b->err->code == CKPT_E_LIMIT)
-            fail(b->err, CKPT_E_LIMIT, "the top-level keys share more values "
-                                       "than a summary may visit");
+            fail(b->err, CKPT_E_LIMIT,
+                 "the top-level keys share more values "
+                 "than a summary may visit");
         return -1;
     }
     *budget -= *budget > c.visits ? c.visits : *budget;
@@ -451,16 +424,14 @@ static int keys(builder *b, const ckpt_value *root)
     ckpt_info info;
     uint64_t budget;
     size_t i, n;
-    if (!root)
-        return 0;
+    if (!root) return 0;
     ckpt_get_info(b->f, &info);
     budget = info.file_size > (UINT64_MAX - KEY_VISITS_BASE) / KEY_VISITS_PER_BYTE
                  ? UINT64_MAX
                  : KEY_VISITS_BASE + KEY_VISITS_PER_BYTE * info.file_size;
     n = ckpt_value_kind(root) == CKPT_V_DICT ? ckpt_value_len(root) : 1;
     s->keys = calloc(n ? n : 1, sizeof *s->keys);
-    if (!s->keys)
-        return oom(b->err);
+    if (!s->keys) return oom(b->err);
     for (i = 0; i < n; i++) {
         ckpt_summary_key *row = &s->keys[i];
         if (ckpt_value_kind(root) == CKPT_V_DICT) {
@@ -469,8 +440,7 @@ static int keys(builder *b, const ckpt_value *root)
         } else {
             row->value = root;
         }
-        if (key_row(b, row, &budget) != 0)
-            return -1;
+        if (key_row(b, row, &budget) != 0) return -1;
         s->nkeys = i + 1;
     }
     return 0;
@@ -502,24 +472,19 @@ CKPT_API ckpt_summary *ckpt_summarize(const ckpt_file *f, const ckpt_value *root
         oom(err);
         return NULL;
     }
-    if (root == ckpt_root(f))
-        root = NULL;
+    if (root == ckpt_root(f)) root = NULL;
     if (root) { /* only the tensors under root */
         under.f = f;
         under.collect = 1;
-        if (count_under(&under, root, 0, err) != 0)
-            goto done;
-        if (under.n > 1)
-            qsort(under.list, under.n, sizeof *under.list, cmp_ptr);
+        if (count_under(&under, root, 0, err) != 0) goto done;
+        if (under.n > 1) qsort(under.list, under.n, sizeof *under.list, cmp_ptr);
     }
-    if (gather(&b, root != NULL, under.list, under.n, root ? prefix : NULL) != 0)
-        goto done;
+    if (gather(&b, root != NULL, under.list, under.n, root ? prefix : NULL) != 0) goto done;
     if (tree_finish(&b) != 0) {
         oom(err);
         goto done;
     }
-    if (keys(&b, root ? root : ckpt_root(f)) != 0)
-        goto done;
+    if (keys(&b, root ? root : ckpt_root(f)) != 0) goto done;
     r = 0;
 done:
     free(under.list);
@@ -534,8 +499,7 @@ done:
 
 CKPT_API void ckpt_summary_free(ckpt_summary *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     free(s->dtypes);
     free(s->keys);
     free(s->modules);

@@ -23,25 +23,20 @@ CKPT_API size_t ckpt_utf8_seq(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     unsigned c, lo, hi;
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
     if (c >= 0xE0 && c <= 0xEF) {
         lo = c == 0xE0 ? 0xA0 : 0x80;
         hi = c == 0xED ? 0x9F : 0xBF;
-        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80)
-            return 0;
+        if (n < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80) return 0;
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
         lo = c == 0xF0 ? 0x90 : 0x80;
         hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 ||
-            (s[3] & 0xC0) != 0x80)
+        if (n < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
             return 0;
         return 4;
     }
@@ -56,8 +51,7 @@ CKPT_API int ckpt_utf8_valid(const char *s, size_t n)
             i++;
             continue;
         }
-        if ((k = ckpt_utf8_seq(s + i, n - i)) == 0)
-            return 0;
+        if ((k = ckpt_utf8_seq(s + i, n - i)) == 0) return 0;
         i += k;
     }
     return 1;
@@ -68,8 +62,7 @@ static uint32_t utf8_decode(const unsigned char *s, size_t k)
     switch (k) {
     case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3Fu);
     case 3:
-        return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) |
-               (s[2] & 0x3Fu);
+        return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3Fu);
     case 4:
         return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
                ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3Fu);
@@ -86,8 +79,8 @@ static int invisible(uint32_t c)
 }
 
 /* ckpt_escape(), also counting the columns written into *cols. */
-static size_t escape(char *out, size_t cap, const char *str, size_t n, size_t limit,
-                     unsigned flags, size_t *consumed, size_t *cols)
+static size_t escape(char *out, size_t cap, const char *str, size_t n, size_t limit, unsigned flags,
+                     size_t *consumed, size_t *cols)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str;
@@ -95,37 +88,29 @@ static size_t escape(char *out, size_t cap, const char *str, size_t n, size_t li
     char esc[8];
 
     if (out && cap == 0) {
-        if (consumed)
-            *consumed = 0;
+        if (consumed) *consumed = 0;
         *cols = 0;
         return 0;
     }
     room = out ? cap - 1 : (size_t)-1;
-    if (limit > n)
-        limit = n;
+    if (limit > n) limit = n;
     while (i < limit) {
         unsigned c = s[i];
         if (c >= 0x20 && c < 0x7f && c != '\\' && !(c == '"' && (flags & CKPT_ESCAPE_QUOTED))) {
-            if (o >= room)
-                break;
-            if (out)
-                out[o] = (char)c;
+            if (o >= room) break;
+            if (out) out[o] = (char)c;
             o++;
             w++;
             i++;
             continue;
         }
         k = 1;
-        if (c >= 0x80 && !(flags & CKPT_ESCAPE_BYTES) &&
-            (k = ckpt_utf8_seq(str + i, n - i)) > 0) {
+        if (c >= 0x80 && !(flags & CKPT_ESCAPE_BYTES) && (k = ckpt_utf8_seq(str + i, n - i)) > 0) {
             uint32_t cp = utf8_decode(s + i, k);
-            if (i + k > limit)
-                break; /* do not cut a character */
+            if (i + k > limit) break; /* do not cut a character */
             if (!invisible(cp)) {
-                if (k > room - o)
-                    break;
-                if (out)
-                    memcpy(out + o, s + i, k);
+                if (k > room - o) break;
+                if (out) memcpy(out + o, s + i, k);
                 o += k;
                 w++;
                 i += k;
@@ -156,18 +141,14 @@ static size_t escape(char *out, size_t cap, const char *str, size_t n, size_t li
                 break;
             }
         }
-        if (elen > room - o)
-            break;
-        if (out)
-            memcpy(out + o, esc, elen);
+        if (elen > room - o) break;
+        if (out) memcpy(out + o, esc, elen);
         o += elen;
         w += elen;
         i += k;
     }
-    if (out)
-        out[o] = '\0';
-    if (consumed)
-        *consumed = i;
+    if (out) out[o] = '\0';
+    if (consumed) *consumed = i;
     *cols = w;
     return o;
 }
@@ -188,18 +169,15 @@ CKPT_API size_t ckpt_escape_width(const char *s, size_t n, unsigned flags)
 
 CKPT_API size_t ckpt_base64(char *out, size_t cap, const void *data, size_t n)
 {
-    static const char tab[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = data;
     size_t len, i, o = 0;
     if (n / 3 > ((size_t)-1 - 8) / 4)
         len = (size_t)-1; /* cannot be written */
     else
         len = (n / 3 + (n % 3 != 0)) * 4;
-    if (!out)
-        return len;
-    if (cap == 0)
-        return len;
+    if (!out) return len;
+    if (cap == 0) return len;
     if (len >= cap) {
         out[0] = '\0';
         return len;
@@ -264,10 +242,10 @@ typedef struct tw {
     int failed;
     int write_failed;
     int max_depth;
-    tbuf out;       /* lines not yet written */
-    tbuf label;     /* a dict key's label */
-    tbuf path;      /* the current path */
-    char **refs;    /* by walk id: where a container was first shown, or NULL */
+    tbuf out;    /* lines not yet written */
+    tbuf label;  /* a dict key's label */
+    tbuf path;   /* the current path */
+    char **refs; /* by walk id: where a container was first shown, or NULL */
     size_t nrefs;
     tframe *frames; /* TEXT_WALK_LEVELS + 1 */
 } tw;
@@ -285,25 +263,23 @@ static int fail(tw *w, ckpt_code code, const char *msg)
     return -1;
 }
 
-static int oom(tw *w) { return fail(w, CKPT_E_NOMEM, "out of memory"); }
+static int oom(tw *w)
+{
+    return fail(w, CKPT_E_NOMEM, "out of memory");
+}
 
 /* Room for `extra` more bytes and a '\0' in b. */
 static int tb_reserve(tw *w, tbuf *b, size_t extra)
 {
     size_t cap;
     char *p;
-    if (w->failed)
-        return -1;
-    if (b->cap - b->len > extra)
-        return 0;
-    if (extra > ((size_t)-1) / 4 - b->len)
-        return oom(w);
+    if (w->failed) return -1;
+    if (b->cap - b->len > extra) return 0;
+    if (extra > ((size_t)-1) / 4 - b->len) return oom(w);
     cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= extra)
-        cap *= 2;
+    while (cap - b->len <= extra) cap *= 2;
     p = realloc(b->p, cap);
-    if (!p)
-        return oom(w);
+    if (!p) return oom(w);
     b->p = p;
     b->cap = cap;
     return 0;
@@ -311,33 +287,34 @@ static int tb_reserve(tw *w, tbuf *b, size_t extra)
 
 static void tb_add(tw *w, tbuf *b, const char *s, size_t n)
 {
-    if (tb_reserve(w, b, n) != 0)
-        return;
+    if (tb_reserve(w, b, n) != 0) return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }
 
-static void tb_str(tw *w, tbuf *b, const char *s) { tb_add(w, b, s, strlen(s)); }
+static void tb_str(tw *w, tbuf *b, const char *s)
+{
+    tb_add(w, b, s, strlen(s));
+}
 
-static void tb_char(tw *w, tbuf *b, char c) { tb_add(w, b, &c, 1); }
+static void tb_char(tw *w, tbuf *b, char c)
+{
+    tb_add(w, b, &c, 1);
+}
 
 /* s[0..n) escaped onto b, up to `limit` bytes of it; returns the bytes of s
  * consumed. */
-static size_t tb_escape(tw *w, tbuf *b, const char *s, size_t n, size_t limit,
-                        unsigned flags)
+static size_t tb_escape(tw *w, tbuf *b, const char *s, size_t n, size_t limit, unsigned flags)
 {
     size_t done = 0, c;
-    if (limit > n)
-        limit = n;
+    if (limit > n) limit = n;
     while (done < limit) {
-        if (tb_reserve(w, b, 4096) != 0)
-            break;
-        b->len += ckpt_escape(b->p + b->len, b->cap - b->len, s + done, n - done,
-                              limit - done, flags, &c);
+        if (tb_reserve(w, b, 4096) != 0) break;
+        b->len += ckpt_escape(b->p + b->len, b->cap - b->len, s + done, n - done, limit - done,
+                              flags, &c);
         done += c;
-        if (c == 0)
-            break; /* a character crosses the limit */
+        if (c == 0) break; /* a character crosses the limit */
     }
     return done;
 }
@@ -359,10 +336,8 @@ static int flush(tw *w)
 
 static int path_push(tw *w, const char *comp, size_t n)
 {
-    if (tb_reserve(w, &w->path, n + 1) != 0)
-        return -1;
-    if (w->path.len > 0)
-        w->path.p[w->path.len++] = '.';
+    if (tb_reserve(w, &w->path, n + 1) != 0) return -1;
+    if (w->path.len > 0) w->path.p[w->path.len++] = '.';
     memcpy(w->path.p + w->path.len, comp, n);
     w->path.len += n;
     w->path.p[w->path.len] = '\0';
@@ -372,8 +347,7 @@ static int path_push(tw *w, const char *comp, size_t n)
 static void path_pop(tw *w, size_t mark)
 {
     w->path.len = mark;
-    if (w->path.p)
-        w->path.p[mark] = '\0';
+    if (w->path.p) w->path.p[mark] = '\0';
 }
 
 static const char *ref_get(const tw *w, size_t id)
@@ -396,25 +370,21 @@ static int remember(tw *w, size_t id)
         size_t cap = w->nrefs ? w->nrefs : 64;
         char **r;
         while (cap <= id) {
-            if (cap > ((size_t)-1) / 2 / sizeof *r)
-                return oom(w);
+            if (cap > ((size_t)-1) / 2 / sizeof *r) return oom(w);
             cap *= 2;
         }
         r = realloc(w->refs, cap * sizeof *r);
-        if (!r)
-            return oom(w);
+        if (!r) return oom(w);
         memset(r + w->nrefs, 0, (cap - w->nrefs) * sizeof *r);
         w->refs = r;
         w->nrefs = cap;
     }
     if (n > REF_PATH_MAX) {
         n = REF_PATH_MAX;
-        while (n > 0 && ((unsigned char)path[n] & 0xC0) == 0x80)
-            n--; /* not inside a character */
+        while (n > 0 && ((unsigned char)path[n] & 0xC0) == 0x80) n--; /* not inside a character */
     }
     copy = malloc(n + (n < w->path.len ? 4 : 1));
-    if (!copy)
-        return oom(w);
+    if (!copy) return oom(w);
     memcpy(copy, path, n);
     if (n < w->path.len)
         memcpy(copy + n, "...", 4);
@@ -430,8 +400,7 @@ static int remember(tw *w, size_t id)
 static void indent(tw *w, int depth)
 {
     int i;
-    for (i = 0; i < depth; i++)
-        tb_add(w, &w->out, "  ", 2);
+    for (i = 0; i < depth; i++) tb_add(w, &w->out, "  ", 2);
 }
 
 /* A quoted string or bytes value, cut after `limit` bytes with a note. */
@@ -439,11 +408,9 @@ static void put_quoted(tw *w, tbuf *b, const char *str, size_t n, int is_bytes)
 {
     size_t limit = is_bytes ? BYTES_SHOWN : STR_SHOWN, i;
     char tmp[48];
-    if (is_bytes)
-        tb_char(w, b, 'b');
+    if (is_bytes) tb_char(w, b, 'b');
     tb_char(w, b, '"');
-    i = tb_escape(w, b, str, n, limit,
-                  CKPT_ESCAPE_QUOTED | (is_bytes ? CKPT_ESCAPE_BYTES : 0u));
+    i = tb_escape(w, b, str, n, limit, CKPT_ESCAPE_QUOTED | (is_bytes ? CKPT_ESCAPE_BYTES : 0u));
     tb_char(w, b, '"');
     if (i < n) {
         snprintf(tmp, sizeof tmp, "... (%zu bytes)", n);
@@ -454,21 +421,16 @@ static void put_quoted(tw *w, tbuf *b, const char *str, size_t n, int is_bytes)
 static int is_scalar(const ckpt_value *v, int for_inline)
 {
     size_t n;
-    if (!v)
-        return 1;
+    if (!v) return 1;
     switch (ckpt_value_kind(v)) {
     case CKPT_V_NONE:
     case CKPT_V_BOOL:
     case CKPT_V_INT:
     case CKPT_V_BIGINT:
-    case CKPT_V_FLOAT:
-        return 1;
+    case CKPT_V_FLOAT: return 1;
     case CKPT_V_STR:
-    case CKPT_V_BYTES:
-        ckpt_value_text(v, &n);
-        return !for_inline || n <= INLINE_STR;
-    default:
-        return 0;
+    case CKPT_V_BYTES: ckpt_value_text(v, &n); return !for_inline || n <= INLINE_STR;
+    default: return 0;
     }
 }
 
@@ -478,12 +440,8 @@ static void put_scalar(tw *w, tbuf *b, const ckpt_value *v)
     size_t n = 0;
     char tmp[40];
     switch (v ? ckpt_value_kind(v) : CKPT_V_NONE) {
-    case CKPT_V_NONE:
-        tb_str(w, b, "None");
-        break;
-    case CKPT_V_BOOL:
-        tb_str(w, b, ckpt_value_bool(v) ? "True" : "False");
-        break;
+    case CKPT_V_NONE: tb_str(w, b, "None"); break;
+    case CKPT_V_BOOL: tb_str(w, b, ckpt_value_bool(v) ? "True" : "False"); break;
     case CKPT_V_INT:
         snprintf(tmp, sizeof tmp, "%lld", (long long)ckpt_value_int(v));
         tb_str(w, b, tmp);
@@ -501,9 +459,7 @@ static void put_scalar(tw *w, tbuf *b, const ckpt_value *v)
         t = ckpt_value_text(v, &n);
         put_quoted(w, b, t ? t : "", t ? n : 0, ckpt_value_kind(v) == CKPT_V_BYTES);
         break;
-    default:
-        tb_char(w, b, '?');
-        break;
+    default: tb_char(w, b, '?'); break;
     }
 }
 
@@ -520,8 +476,7 @@ static void put_text(tw *w, const char *s)
  * is always longer than what it stands for). */
 static int bare_key(const char *k, size_t n)
 {
-    if (n == 0 || n > STR_SHOWN)
-        return 0; /* a long key is quoted and cut like a long string */
+    if (n == 0 || n > STR_SHOWN) return 0; /* a long key is quoted and cut like a long string */
     return ckpt_escape(NULL, 0, k, n, n, 0, NULL) == n;
 }
 
@@ -551,13 +506,11 @@ static void key_text(tw *w, tbuf *b, const ckpt_value *k, size_t index)
     if (k && ckpt_value_kind(k) == CKPT_V_TUPLE) {
         m = ckpt_value_len(k);
         ok = m <= INLINE_ITEMS;
-        for (i = 0; ok && i < m; i++)
-            ok = is_scalar(ckpt_value_item(k, i), 1);
+        for (i = 0; ok && i < m; i++) ok = is_scalar(ckpt_value_item(k, i), 1);
         if (ok) {
             tb_char(w, b, '(');
             for (i = 0; i < m; i++) {
-                if (i > 0)
-                    tb_str(w, b, ", ");
+                if (i > 0) tb_str(w, b, ", ");
                 put_scalar(w, b, ckpt_value_item(k, i));
             }
             tb_str(w, b, m == 1 ? ",)" : ")");
@@ -584,8 +537,7 @@ static void start_line(tw *w, const char *label, int depth)
 static void start_value(tw *w, const char *label, int depth)
 {
     start_line(w, label, depth);
-    if (label)
-        tb_char(w, &w->out, ' ');
+    if (label) tb_char(w, &w->out, ' ');
 }
 
 static const char *seq_name(ckpt_kind k)
@@ -601,22 +553,18 @@ static int inline_seq(tw *w, const ckpt_value *v)
     size_t n = ckpt_value_len(v), i, shown = n > INLINE_ITEMS ? INLINE_ITEMS : n;
     char tmp[48];
     for (i = 0; i < n; i++)
-        if (!is_scalar(ckpt_value_item(v, i), 1))
-            return 0;
+        if (!is_scalar(ckpt_value_item(v, i), 1)) return 0;
     if (n == 0) {
         tb_str(w, b, k == CKPT_V_TUPLE ? "()" : k == CKPT_V_SET ? "set()" : "[]");
         return 1;
     }
     tb_str(w, b, k == CKPT_V_TUPLE ? "(" : k == CKPT_V_SET ? "{" : "[");
     for (i = 0; i < shown; i++) {
-        if (i > 0)
-            tb_str(w, b, ", ");
+        if (i > 0) tb_str(w, b, ", ");
         put_scalar(w, b, ckpt_value_item(v, i));
     }
-    if (k == CKPT_V_TUPLE && n == 1)
-        tb_char(w, b, ',');
-    if (shown < n)
-        tb_str(w, b, ", ...");
+    if (k == CKPT_V_TUPLE && n == 1) tb_char(w, b, ',');
+    if (shown < n) tb_str(w, b, ", ...");
     tb_str(w, b, k == CKPT_V_TUPLE ? ")" : k == CKPT_V_SET ? "}" : "]");
     if (shown < n) {
         snprintf(tmp, sizeof tmp, " (%zu items)", n);
@@ -643,8 +591,7 @@ static int show_object(tw *w, const char *label, const ckpt_value *v, int depth,
     if (args && ckpt_value_kind(args) == CKPT_V_TUPLE && nargs <= INLINE_ITEMS) {
         args_inline = 1;
         for (i = 0; i < nargs; i++)
-            if (!is_scalar(ckpt_value_item(args, i), 1))
-                args_inline = 0;
+            if (!is_scalar(ckpt_value_item(args, i), 1)) args_inline = 0;
     }
     if (!args || (args_inline && nargs == 0)) {
         tb_str(w, &w->out, state || items || list ? "(...)" : "()");
@@ -652,8 +599,7 @@ static int show_object(tw *w, const char *label, const ckpt_value *v, int depth,
     } else if (args_inline) {
         tb_char(w, &w->out, '(');
         for (i = 0; i < nargs; i++) {
-            if (i > 0)
-                tb_str(w, &w->out, ", ");
+            if (i > 0) tb_str(w, &w->out, ", ");
             put_scalar(w, &w->out, ckpt_value_item(args, i));
         }
         tb_char(w, &w->out, ')');
@@ -672,8 +618,7 @@ static void show_tensor(tw *w, const ckpt_value *v)
     char tmp[48];
     uint32_t i;
     tb_str(w, &w->out, "tensor");
-    if (!t)
-        return;
+    if (!t) return;
     tb_char(w, &w->out, ' ');
     tb_str(w, &w->out, ckpt_dtype_name(t->dtype));
     tb_str(w, &w->out, " [");
@@ -687,8 +632,7 @@ static void show_tensor(tw *w, const ckpt_value *v)
 /* One value under `label` at indentation `depth`; for a container, what
  * the walk does next: 0 enter it, CKPT_WALK_SKIP not (shown on one line,
  * or as a reference), -1 fail. */
-static int show_value(tw *w, const char *label, const ckpt_walk_step *st, int depth,
-                      tframe *fr)
+static int show_value(tw *w, const char *label, const ckpt_walk_step *st, int depth, tframe *fr)
 {
     const ckpt_value *v = st->value;
     ckpt_kind kind;
@@ -729,8 +673,7 @@ static int show_value(tw *w, const char *label, const ckpt_walk_step *st, int de
     case CKPT_V_TUPLE:
     case CKPT_V_SET:
     case CKPT_V_DICT:
-    case CKPT_V_OBJECT:
-        break;
+    case CKPT_V_OBJECT: break;
     default:
         start_value(w, label, depth);
         tb_char(w, &w->out, '<');
@@ -756,11 +699,9 @@ static int show_value(tw *w, const char *label, const ckpt_walk_step *st, int de
         snprintf(msg, sizeof msg, "nesting deeper than %d", w->max_depth);
         return fail(w, CKPT_E_LIMIT, msg);
     }
-    if (remember(w, st->id) != 0)
-        return -1;
+    if (remember(w, st->id) != 0) return -1;
 
-    if (kind == CKPT_V_OBJECT)
-        return show_object(w, label, v, depth, fr);
+    if (kind == CKPT_V_OBJECT) return show_object(w, label, v, depth, fr);
     if (kind == CKPT_V_DICT) {
         if (ckpt_value_len(v) == 0) {
             start_value(w, label, depth);
@@ -788,8 +729,7 @@ static int show_value(tw *w, const char *label, const ckpt_walk_step *st, int de
                  ckpt_value_len(v) == 1 ? "" : "s");
         tb_str(w, &w->out, tmp);
     }
-    if (w->failed)
-        return -1;
+    if (w->failed) return -1;
     if (st->shared) /* cannot happen (see above); never show a part of it */
         return CKPT_WALK_SKIP;
     fr->child_depth = depth + 1;
@@ -810,8 +750,7 @@ static int enter_value(tw *w, const ckpt_walk_step *st)
     fr->path_len = w->path.len;
     fr->child_depth = up ? up->child_depth : 0;
     fr->args_inline = 0;
-    if (!up)
-        return show_value(w, NULL, st, 0, fr);
+    if (!up) return show_value(w, NULL, st, 0, fr);
     switch (ckpt_value_kind(st->parent->value)) {
     case CKPT_V_OBJECT:
         if (st->index == CKPT_WALK_ARGS && up->args_inline)
@@ -826,8 +765,7 @@ static int enter_value(tw *w, const ckpt_walk_step *st)
         break;
     case CKPT_V_DICT:
         key_text(w, &w->label, st->key, st->index);
-        if (w->failed)
-            return -1;
+        if (w->failed) return -1;
         label = comp = w->label.p;
         break;
     default:
@@ -837,8 +775,7 @@ static int enter_value(tw *w, const ckpt_walk_step *st)
         comp = seq_comp;
         break;
     }
-    if (path_push(w, comp, strlen(comp)) != 0)
-        return -1;
+    if (path_push(w, comp, strlen(comp)) != 0) return -1;
     fr->path_len = w->path.len;
     return show_value(w, label, st, up->child_depth, fr);
 }
@@ -849,21 +786,17 @@ static int on_enter(void *ctx, const ckpt_walk_step *st)
 {
     tw *w = ctx;
     int r;
-    if (w->failed)
-        return -1;
+    if (w->failed) return -1;
     r = enter_value(w, st);
-    if (r < 0 || w->failed)
-        return -1;
-    if (w->out.len >= TEXT_FLUSH && flush(w) != 0)
-        return -1;
+    if (r < 0 || w->failed) return -1;
+    if (w->out.len >= TEXT_FLUSH && flush(w) != 0) return -1;
     return r;
 }
 
 CKPT_API void ckpt_text_options_init_sized(ckpt_text_options *opt, size_t struct_size)
 {
     ckpt_text_options d;
-    if (!opt || struct_size == 0)
-        return;
+    if (!opt || struct_size == 0) return;
     memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
     d.max_depth = TEXT_MAX_DEPTH;
@@ -894,22 +827,20 @@ CKPT_API int ckpt_value_to_text(const ckpt_file *f, const ckpt_value *v,
     ckpt_text_options_init(&o);
     if (opt) {
         if (opt->struct_size == 0)
-            return fail(&w, CKPT_E_ARG, "ckpt_value_to_text: options not initialised "
-                                        "(use ckpt_text_options_init)");
+            return fail(&w, CKPT_E_ARG,
+                        "ckpt_value_to_text: options not initialised "
+                        "(use ckpt_text_options_init)");
         memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
     }
     if (!f || !write)
         return fail(&w, CKPT_E_ARG, "ckpt_value_to_text: NULL file or write callback");
     w.f = f;
-    w.max_depth = (int)(o.max_depth == 0 || o.max_depth > TEXT_MAX_DEPTH ? TEXT_MAX_DEPTH
-                                                                         : o.max_depth);
-    if (!v)
-        v = ckpt_root(f);
-    if (!v)
-        return 0; /* nothing to show */
+    w.max_depth =
+        (int)(o.max_depth == 0 || o.max_depth > TEXT_MAX_DEPTH ? TEXT_MAX_DEPTH : o.max_depth);
+    if (!v) v = ckpt_root(f);
+    if (!v) return 0; /* nothing to show */
     w.frames = calloc(TEXT_WALK_LEVELS + 1, sizeof *w.frames);
-    if (!w.frames)
-        return oom(&w);
+    if (!w.frames) return oom(&w);
     ckpt_walk_options_init(&wopt);
     wopt.max_depth = TEXT_WALK_LEVELS;
     wopt.skip_deep = 1; /* show_value() says "nesting deeper than ..." */
@@ -917,12 +848,9 @@ CKPT_API int ckpt_value_to_text(const ckpt_file *f, const ckpt_value *v,
     if (r != 0 && !w.failed) /* the walk's own error */
         fail(&w, werr.code != CKPT_OK ? werr.code : CKPT_E_ARG, werr.message);
     if (w.failed) /* the whole lines before a failure are written too */
-        while (w.out.len > 0 && w.out.p[w.out.len - 1] != '\n')
-            w.out.len--;
-    if (!w.write_failed && flush(&w) != 0)
-        r = -1;
-    for (i = 0; i < w.nrefs; i++)
-        free(w.refs[i]);
+        while (w.out.len > 0 && w.out.p[w.out.len - 1] != '\n') w.out.len--;
+    if (!w.write_failed && flush(&w) != 0) r = -1;
+    for (i = 0; i < w.nrefs; i++) free(w.refs[i]);
     free(w.refs);
     free(w.out.p);
     free(w.label.p);

@@ -20,9 +20,9 @@ typedef struct walker {
     void *ctx;
     ckpt_walk_options opt;
     ckpt_error *err;
-    const void **vals;  /* containers and tensors visited, by id */
+    const void **vals; /* containers and tensors visited, by id */
     size_t nvals, capvals;
-    size_t *slots;      /* open addressing: id + 1 of a value, or 0 */
+    size_t *slots; /* open addressing: id + 1 of a value, or 0 */
     size_t nslots;
     uint64_t visits;
 } walker;
@@ -53,8 +53,7 @@ static int grow(walker *w)
     if (n > ((size_t)-1) / sizeof *slots / 2)
         return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
     slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
+    if (!slots) return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
     for (j = 0; j < w->nvals; j++) {
         for (i = hash_ptr(w->vals[j]) & mask; slots[i]; i = (i + 1) & mask)
             ;
@@ -71,8 +70,7 @@ static int grow(walker *w)
 static int seen_add(walker *w, const void *v, size_t *id)
 {
     size_t i, mask;
-    if ((w->nvals + 1) * 2 > w->nslots && grow(w) != 0)
-        return -1;
+    if ((w->nvals + 1) * 2 > w->nslots && grow(w) != 0) return -1;
     mask = w->nslots - 1;
     for (i = hash_ptr(v) & mask; w->slots[i]; i = (i + 1) & mask)
         if (w->vals[w->slots[i] - 1] == v) {
@@ -85,8 +83,7 @@ static int seen_add(walker *w, const void *v, size_t *id)
         if (cap > ((size_t)-1) / sizeof *p)
             return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
         p = realloc(w->vals, cap * sizeof *p);
-        if (!p)
-            return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
+        if (!p) return fail(w, CKPT_E_NOMEM, "out of memory walking the values");
         w->vals = p;
         w->capvals = cap;
     }
@@ -98,8 +95,8 @@ static int seen_add(walker *w, const void *v, size_t *id)
 
 static int is_container(ckpt_kind k)
 {
-    return k == CKPT_V_LIST || k == CKPT_V_TUPLE || k == CKPT_V_SET ||
-           k == CKPT_V_DICT || k == CKPT_V_OBJECT;
+    return k == CKPT_V_LIST || k == CKPT_V_TUPLE || k == CKPT_V_SET || k == CKPT_V_DICT ||
+           k == CKPT_V_OBJECT;
 }
 
 static int visit(walker *w, ckpt_walk_step *st);
@@ -129,8 +126,7 @@ static int visit(walker *w, ckpt_walk_step *st)
         return fail(w, CKPT_E_LIMIT, "more values than the walk may visit (max_visits)");
     if (container || k == CKPT_V_TENSOR) {
         r = seen_add(w, st->value, &st->id);
-        if (r < 0)
-            return -1;
+        if (r < 0) return -1;
         st->shared = r;
     }
     if (container && !st->shared && st->depth >= w->opt.max_depth) {
@@ -142,10 +138,8 @@ static int visit(walker *w, ckpt_walk_step *st)
         st->too_deep = 1;
     }
     r = w->cb->enter ? w->cb->enter(w->ctx, st) : 0;
-    if (r < 0)
-        return r;
-    if (!container || st->shared || st->too_deep || r == CKPT_WALK_SKIP)
-        return 0;
+    if (r < 0) return r;
+    if (!container || st->shared || st->too_deep || r == CKPT_WALK_SKIP) return 0;
     if (k == CKPT_V_OBJECT) {
         const ckpt_value *parts[4];
         parts[CKPT_WALK_ARGS] = ckpt_object_args(st->value);
@@ -153,14 +147,12 @@ static int visit(walker *w, ckpt_walk_step *st)
         parts[CKPT_WALK_ITEMS] = ckpt_object_items(st->value);
         parts[CKPT_WALK_LIST] = ckpt_object_list(st->value);
         for (i = 0; i < 4; i++)
-            if (parts[i] && (r = child(w, st, parts[i], NULL, i)) != 0)
-                return r;
+            if (parts[i] && (r = child(w, st, parts[i], NULL, i)) != 0) return r;
     } else {
         n = ckpt_value_len(st->value);
         for (i = 0; i < n; i++) {
             const ckpt_value *key = k == CKPT_V_DICT ? ckpt_value_key(st->value, i) : NULL;
-            if ((r = child(w, st, ckpt_value_item(st->value, i), key, i)) != 0)
-                return r;
+            if ((r = child(w, st, ckpt_value_item(st->value, i), key, i)) != 0) return r;
         }
     }
     r = w->cb->leave ? w->cb->leave(w->ctx, st) : 0;
@@ -170,8 +162,7 @@ static int visit(walker *w, ckpt_walk_step *st)
 CKPT_API void ckpt_walk_options_init_sized(ckpt_walk_options *opt, size_t struct_size)
 {
     ckpt_walk_options d;
-    if (!opt || struct_size == 0)
-        return;
+    if (!opt || struct_size == 0) return;
     memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
     d.max_depth = CKPT_DEFAULT_MAX_DEPTH;
@@ -179,8 +170,8 @@ CKPT_API void ckpt_walk_options_init_sized(ckpt_walk_options *opt, size_t struct
 }
 
 CKPT_API int ckpt_value_walk(const ckpt_file *f, const ckpt_value *root,
-                             const ckpt_walk_callbacks *cb, void *ctx,
-                             const ckpt_walk_options *opt, ckpt_error *err)
+                             const ckpt_walk_callbacks *cb, void *ctx, const ckpt_walk_options *opt,
+                             ckpt_error *err)
 {
     walker w;
     ckpt_walk_step st;
@@ -199,13 +190,13 @@ CKPT_API int ckpt_value_walk(const ckpt_file *f, const ckpt_value *root,
     ckpt_walk_options_init(&w.opt);
     if (opt) {
         if (opt->struct_size == 0)
-            return fail(&w, CKPT_E_ARG, "ckpt_value_walk: options not initialised "
-                                        "(use ckpt_walk_options_init)");
+            return fail(&w, CKPT_E_ARG,
+                        "ckpt_value_walk: options not initialised "
+                        "(use ckpt_walk_options_init)");
         memcpy(&w.opt, opt, opt->struct_size < sizeof w.opt ? opt->struct_size : sizeof w.opt);
         w.opt.struct_size = sizeof w.opt;
     }
-    if (!f || !cb)
-        return fail(&w, CKPT_E_ARG, "ckpt_value_walk: NULL file or callbacks");
+    if (!f || !cb) return fail(&w, CKPT_E_ARG, "ckpt_value_walk: NULL file or callbacks");
     if (w.opt.max_depth > WALK_DEPTH_CAP)
         return fail(&w, CKPT_E_ARG, "ckpt_value_walk: max_depth above 2048");
     memset(&st, 0, sizeof st);

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *ckpt_format_name(ckpt_format fmt) {
+const char *ckpt_format_name(ckpt_format fmt)
+{
     switch (fmt) {
     case CKPT_FORMAT_ZIP: return "zip";
     case CKPT_FORMAT_LEGACY: return "legacy";
@@ -35,14 +36,15 @@ typedef struct walker {
     ckpt_error *err;
     char *name;
     size_t len, cap;
-    size_t stored;   /* bytes of name[] that hold the path: len, or less when too long */
-    uint32_t *onpath; /* per value id: 0 not walked, 1 walked: holds no tensor,
+    size_t stored;      /* bytes of name[] that hold the path: len, or less when too long */
+    uint32_t *onpath;   /* per value id: 0 not walked, 1 walked: holds no tensor,
                          depth + 2 being walked at that depth (cycle guard) */
-    uint64_t visits; /* against max_expansion: values visited, tensors listed */
+    uint64_t visits;    /* against max_expansion: values visited, tensors listed */
     uint32_t cycle_min; /* least depth of a cycle guard met below the current value */
 } walker;
 
-static int name_push(walker *w, const char *s, size_t n, size_t *saved) {
+static int name_push(walker *w, const char *s, size_t n, size_t *saved)
+{
     *saved = w->len;
     size_t len = w->len + (w->len ? 1 : 0) + n;
     if (w->stored == w->len && len <= CK_MAX_NAME_BYTES) {
@@ -63,7 +65,8 @@ static int name_push(walker *w, const char *s, size_t n, size_t *saved) {
     return 0;
 }
 
-static void name_pop(walker *w, size_t saved) {
+static void name_pop(walker *w, size_t saved)
+{
     w->len = saved;
     if (saved <= w->stored) {
         w->stored = saved;
@@ -72,12 +75,11 @@ static void name_pop(walker *w, size_t saved) {
 }
 
 /* Text of a dict key for a tensor name. */
-static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, const char **out) {
+static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, const char **out)
+{
     switch (k->kind) {
     case CKPT_V_STR:
-    case CKPT_V_BIGINT:
-        *out = k->u.s.p;
-        return k->u.s.n;
+    case CKPT_V_BIGINT: *out = k->u.s.p; return k->u.s.n;
     case CKPT_V_INT: *out = buf; return (size_t)snprintf(buf, cap, "%lld", (long long)k->u.i);
     case CKPT_V_BOOL: *out = k->u.b ? "True" : "False"; return strlen(*out);
     case CKPT_V_NONE: *out = "None"; return 4;
@@ -88,7 +90,8 @@ static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, con
 
 static int walk(walker *w, const ckpt_value *v, uint32_t depth);
 
-static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, uint32_t depth) {
+static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, uint32_t depth)
+{
     /* skip leaves that cannot hold tensors without touching the name */
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     size_t saved;
@@ -98,7 +101,8 @@ static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, u
     return r;
 }
 
-static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth) {
+static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth)
+{
     char buf[32];
     for (size_t i = 0; i < v->u.seq.n; i++) {
         int n = snprintf(buf, sizeof buf, "%zu", i);
@@ -107,7 +111,8 @@ static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth) {
     return 0;
 }
 
-static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth) {
+static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth)
+{
     char buf[48];
     for (size_t i = 0; i + 1 < v->u.seq.n; i += 2) {
         const char *s;
@@ -117,13 +122,18 @@ static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth) {
     return 0;
 }
 
-static bool in_set(const ckpt_value *set, const ckpt_value *k) {
+static bool in_set(const ckpt_value *set, const ckpt_value *k)
+{
     if (!set || k->kind != CKPT_V_STR) return false;
-    if (set->kind == CKPT_V_OBJECT) set = set->u.obj->args && set->u.obj->args->u.seq.n ? set->u.obj->args->u.seq.v[0] : NULL;
-    if (!set || (set->kind != CKPT_V_SET && set->kind != CKPT_V_LIST && set->kind != CKPT_V_TUPLE)) return false;
+    if (set->kind == CKPT_V_OBJECT)
+        set = set->u.obj->args && set->u.obj->args->u.seq.n ? set->u.obj->args->u.seq.v[0] : NULL;
+    if (!set || (set->kind != CKPT_V_SET && set->kind != CKPT_V_LIST && set->kind != CKPT_V_TUPLE))
+        return false;
     for (size_t i = 0; i < set->u.seq.n; i++) {
         const ckpt_value *e = set->u.seq.v[i];
-        if (e->kind == CKPT_V_STR && e->u.s.n == k->u.s.n && memcmp(e->u.s.p, k->u.s.p, k->u.s.n) == 0) return true;
+        if (e->kind == CKPT_V_STR && e->u.s.n == k->u.s.n &&
+            memcmp(e->u.s.p, k->u.s.p, k->u.s.n) == 0)
+            return true;
     }
     return false;
 }
@@ -131,7 +141,8 @@ static bool in_set(const ckpt_value *set, const ckpt_value *k) {
 static int emit(walker *w, const ckpt_value *v);
 
 /* A module: state_dict() order. */
-static int walk_module(walker *w, const ckpt_value *state, uint32_t depth) {
+static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
+{
     const ckpt_value *params = ck_dict_get(state, "_parameters");
     const ckpt_value *bufs = ck_dict_get(state, "_buffers");
     const ckpt_value *np = ck_dict_get(state, "_non_persistent_buffers_set");
@@ -156,23 +167,30 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth) {
     return 0;
 }
 
-static bool is_module(const ckpt_value *o) {
+static bool is_module(const ckpt_value *o)
+{
     const ckpt_value *st = o->u.obj->state;
-    return st && st->kind == CKPT_V_DICT && ck_dict_get(st, "_parameters") && ck_dict_get(st, "_modules");
+    return st && st->kind == CKPT_V_DICT && ck_dict_get(st, "_parameters") &&
+           ck_dict_get(st, "_modules");
 }
 
-static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
+static int walk(walker *w, const ckpt_value *v, uint32_t depth)
+{
     if (depth > w->f->opt.max_depth)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'%s", w->f->opt.max_depth,
-                       w->name ? w->name : "", w->f->opt.max_depth < 2048 ? " (max_depth)" : "");
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "values nest deeper than %u at '%s'%s",
+                       w->f->opt.max_depth, w->name ? w->name : "",
+                       w->f->opt.max_depth < 2048 ? " (max_depth)" : "");
     if (++w->visits > ck_budget(w->f->opt.max_expansion, w->f->pk.pickle_bytes))
-        return ck_fail(w->err, CKPT_E_LIMIT, -1,
-                       "walking the object visits more than %llu values (shared references expand too much; max_expansion)",
-                       (unsigned long long)ck_budget(w->f->opt.max_expansion, w->f->pk.pickle_bytes));
+        return ck_fail(
+            w->err, CKPT_E_LIMIT, -1,
+            "walking the object visits more than %llu values (shared references expand too much; "
+            "max_expansion)",
+            (unsigned long long)ck_budget(w->f->opt.max_expansion, w->f->pk.pickle_bytes));
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     if (w->onpath[v->id]) { /* being walked above (a cycle), or known to hold no tensor */
-        if (w->onpath[v->id] >= 2 && w->onpath[v->id] - 2 < w->cycle_min) w->cycle_min = w->onpath[v->id] - 2;
+        if (w->onpath[v->id] >= 2 && w->onpath[v->id] - 2 < w->cycle_min)
+            w->cycle_min = w->onpath[v->id] - 2;
         return 0;
     }
     w->onpath[v->id] = depth + 2;
@@ -187,7 +205,8 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
     case CKPT_V_DICT: r = walk_dict(w, v, depth); break;
     case CKPT_V_OBJECT:
         if (v->u.obj->refused) {
-            r = ck_fail(w->err, CKPT_E_UNSUPPORTED, -1, "tensor '%s' has a %s layout, which ckpt does not read",
+            r = ck_fail(w->err, CKPT_E_UNSUPPORTED, -1,
+                        "tensor '%s' has a %s layout, which ckpt does not read",
                         w->name ? w->name : "", v->u.obj->refused);
             break;
         }
@@ -195,13 +214,17 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
             r = walk_module(w, v->u.obj->state, depth);
             break;
         }
-        if (v->u.obj->args && v->u.obj->args->kind == CKPT_V_TUPLE) r = walk_seq(w, v->u.obj->args, depth);
-        if (!r && v->u.obj->items && v->u.obj->items->kind == CKPT_V_DICT) r = walk_dict(w, v->u.obj->items, depth);
+        if (v->u.obj->args && v->u.obj->args->kind == CKPT_V_TUPLE)
+            r = walk_seq(w, v->u.obj->args, depth);
+        if (!r && v->u.obj->items && v->u.obj->items->kind == CKPT_V_DICT)
+            r = walk_dict(w, v->u.obj->items, depth);
         if (!r && v->u.obj->list) r = walk_seq(w, v->u.obj->list, depth);
         if (!r && v->u.obj->state) {
             const ckpt_value *st = v->u.obj->state;
-            if (st->kind == CKPT_V_DICT) r = walk_dict(w, st, depth);
-            else r = walk(w, st, depth + 1);
+            if (st->kind == CKPT_V_DICT)
+                r = walk_dict(w, st, depth);
+            else
+                r = walk(w, st, depth + 1);
         }
         break;
     default: break;
@@ -215,28 +238,32 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth) {
 }
 
 /* Check a tensor's extent against its storage. */
-static int check_extent(walker *w, const ck_tdef *t, const char *name) {
+static int check_extent(walker *w, const ck_tdef *t, const char *name)
+{
     ckpt_file *f = w->f;
     const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
     if (t->numel == 0) return 0;
     uint64_t last = (uint64_t)t->offset, step;
     for (uint32_t i = 0; i < t->ndim; i++) {
-        if (ck_mul_ovf((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) || ck_add_ovf(last, step, &last))
-            return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows", name);
+        if (ck_mul_ovf((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) ||
+            ck_add_ovf(last, step, &last))
+            return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows",
+                           name);
     }
     uint64_t end;
     if (ck_add_ovf(last, 1, &end) || ck_mul_ovf(end, es, &end))
         return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "tensor '%s': extent overflows", name);
     if (end > s->pub.nbytes)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
-                       "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes", name,
-                       (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
+                       "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
+                       name, (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
     return 0;
 }
 
 /* Fill a public descriptor from a rebuilt tensor (name left alone). */
-static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o) {
+static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
+{
     const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
     o->dtype = t->dtype;
@@ -251,16 +278,19 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o) {
     /* check_extent() bounded offset * es for a non-empty tensor; an empty
      * one may carry any offset, so it points at its storage's start */
     o->file_offset = s->pub.file_offset < 0 ? -1
-                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es : s->pub.file_offset;
+                     : t->numel             ? s->pub.file_offset + t->offset * (int64_t)es
+                                            : s->pub.file_offset;
     uint64_t expect = 1;
     o->contiguous = 1;
     for (uint32_t i = t->ndim; i-- > 0;) {
         if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) o->contiguous = 0;
-        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break; /* numel 0 only */
+        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect))
+            break; /* numel 0 only */
     }
 }
 
-int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err) {
+int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err)
+{
     CK_TRY(ck_grow((void **)&f->tdefs, &f->cap_tdefs, f->ntdefs + 1, sizeof *f->tdefs, err));
     f->tdefs[f->ntdefs++] = t;
     return 0;
@@ -270,16 +300,20 @@ int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err) {
  * the element count and byte size of a tensor whose shape and stride were
  * read (non-negative, rank checked) by the caller.  shape/stride are arena
  * arrays the tensor keeps. */
-int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim, const int64_t *shape,
-                  const int64_t *stride, int64_t offset, int64_t pos, ck_tdef **out, ckpt_error *err) {
+int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
+                  const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
+                  ck_tdef **out, ckpt_error *err)
+{
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++)
         if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel))
             return ck_fail(err, CKPT_E_LIMIT, pos, "tensor element count overflows");
     uint64_t nbytes;
     if (ck_mul_ovf(numel, ck_dtype_size(dtype), &nbytes)) /* max_tensor_bytes: checked on reading */
-        return ck_fail(err, CKPT_E_LIMIT, pos, "tensor of %llu elements exceeds the tensor size limit (its byte count "
-                       "overflows 64 bits)", (unsigned long long)numel);
+        return ck_fail(err, CKPT_E_LIMIT, pos,
+                       "tensor of %llu elements exceeds the tensor size limit (its byte count "
+                       "overflows 64 bits)",
+                       (unsigned long long)numel);
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
     CK_TRY(ck_add_tdef(f, t, err));
@@ -295,47 +329,57 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
     return 0;
 }
 
-static int emit(walker *w, const ckpt_value *v) {
+static int emit(walker *w, const ckpt_value *v)
+{
     ckpt_file *f = w->f;
     ck_tdef *t = ck_tdef_of(v);
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
-        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)", f->opt.max_entries);
+        return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)",
+                       f->opt.max_entries);
     if (w->stored != w->len)
-        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos, "a tensor name is longer than %zu bytes ('%.60s...')",
-                       CK_MAX_NAME_BYTES, name);
+        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
+                       "a tensor name is longer than %zu bytes ('%.60s...')", CK_MAX_NAME_BYTES,
+                       name);
     /* A listing costs about 24 + name/8 words of memory; one tensor listed
      * again under another name (shared references) costs more, so that
      * sharing cannot multiply the listings. */
     w->visits += 24 + w->len / 8 + (t->listed ? 256 : 0);
     if (w->visits > ck_budget(f->opt.max_expansion, f->pk.pickle_bytes))
-        return ck_fail(w->err, CKPT_E_LIMIT, t->offset_pos,
-                       "listing the tensors takes more than %llu steps (shared references expand too much; "
-                       "names too long; max_expansion)", (unsigned long long)ck_budget(f->opt.max_expansion, f->pk.pickle_bytes));
+        return ck_fail(
+            w->err, CKPT_E_LIMIT, t->offset_pos,
+            "listing the tensors takes more than %llu steps (shared references expand too much; "
+            "names too long; max_expansion)",
+            (unsigned long long)ck_budget(f->opt.max_expansion, f->pk.pickle_bytes));
     CK_TRY(check_extent(w, t, name));
-    CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors, w->err));
+    CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors,
+                   w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
     memset(o, 0, sizeof *o);
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
     o->name = ck_strndup(&f->arena, name, nlen);
     int added = o->name ? ck_map_add(&f->tensor_names, o->name, nlen, f->ntensors, NULL) : -1;
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-    if (added > 0) return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
+    if (added > 0)
+        return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
     if (!t->listed) t->listed = f->ntensors + 1;
-    if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes)) f->total_bytes = UINT64_MAX; /* huge views list */
+    if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
+        f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
     return 0;
 }
 
-static int select_key(ckpt_file *f, ckpt_error *err) {
+static int select_key(ckpt_file *f, ckpt_error *err)
+{
     f->sel = f->root;
     if (!f->opt.key) return 0;
     const ckpt_value *d = f->root;
     if (d && d->kind == CKPT_V_OBJECT && d->u.obj->items) d = d->u.obj->items;
     if (!d || d->kind != CKPT_V_DICT)
-        return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s': the object is a %s, not a dict",
-                       f->opt.key, d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
+        return ck_fail(err, CKPT_E_NOTFOUND, -1,
+                       "no top-level key '%s': the object is a %s, not a dict", f->opt.key,
+                       d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
     const ckpt_value *v = ck_dict_get(d, f->opt.key);
     if (v) {
         f->sel = (ckpt_value *)v;
@@ -348,7 +392,8 @@ static int select_key(ckpt_file *f, ckpt_error *err) {
         char buf[48];
         const char *s;
         size_t kl = key_name(d->u.seq.v[i], i / 2, buf, sizeof buf, &s);
-        int w = snprintf(list + n, sizeof list - n, "%s'%.*s'", i ? ", " : "", (int)(kl > 60 ? 60 : kl), s);
+        int w = snprintf(list + n, sizeof list - n, "%s'%.*s'", i ? ", " : "",
+                         (int)(kl > 60 ? 60 : kl), s);
         if (w < 0 || (size_t)w >= sizeof list - n) {
             snprintf(list + n, sizeof list - n, ", ...");
             break;
@@ -359,7 +404,8 @@ static int select_key(ckpt_file *f, ckpt_error *err) {
                    n ? list : "(none)");
 }
 
-int ck_catalogue(ckpt_file *f, ckpt_error *err) {
+int ck_catalogue(ckpt_file *f, ckpt_error *err)
+{
     CK_TRY(select_key(f, err));
     if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT || f->opt.skip_tensors)
         return 0; /* TorchScript weights: later work */
@@ -389,7 +435,8 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
-void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *out, size_t struct_size) {
+void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *out, size_t struct_size)
+{
     ckpt_info all, *info = &all; /* only the caller's struct_size bytes go back */
     memset(info, 0, sizeof *info);
     info->struct_size = struct_size < sizeof *info ? struct_size : sizeof *info;
@@ -406,31 +453,55 @@ void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *out, size_t struct_size)
     memcpy(out, info, info->struct_size);
 }
 
-size_t ckpt_tensor_count(const ckpt_file *f) { return f ? f->ntensors : 0; }
-const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i) {
+size_t ckpt_tensor_count(const ckpt_file *f)
+{
+    return f ? f->ntensors : 0;
+}
+const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i)
+{
     return f && i < f->ntensors ? &f->tensors[i] : NULL;
 }
-const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name) {
+const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name)
+{
     size_t i;
     if (!f || !name || !ck_map_get(&f->tensor_names, name, strlen(name), &i)) return NULL;
     return &f->tensors[i];
 }
-size_t ckpt_storage_count(const ckpt_file *f) { return f ? f->nstorages : 0; }
-const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i) {
+size_t ckpt_storage_count(const ckpt_file *f)
+{
+    return f ? f->nstorages : 0;
+}
+const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i)
+{
     return f && i < f->nstorages ? &f->storages[i].pub : NULL;
 }
-size_t ckpt_global_count(const ckpt_file *f) { return f ? f->pk.nglobals : 0; }
-const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i) {
+size_t ckpt_global_count(const ckpt_file *f)
+{
+    return f ? f->pk.nglobals : 0;
+}
+const ckpt_global_ref *ckpt_global_at(const ckpt_file *f, size_t i)
+{
     return f && i < f->pk.nglobals ? &f->pk.globals[i] : NULL;
 }
-size_t ckpt_note_count(const ckpt_file *f) { return f ? f->pk.nnotes : 0; }
-const char *ckpt_note_at(const ckpt_file *f, size_t i) { return f && i < f->pk.nnotes ? f->pk.notes[i] : NULL; }
-const ckpt_storage *ckpt_value_storage(const ckpt_file *f, const ckpt_value *v) {
+size_t ckpt_note_count(const ckpt_file *f)
+{
+    return f ? f->pk.nnotes : 0;
+}
+const char *ckpt_note_at(const ckpt_file *f, size_t i)
+{
+    return f && i < f->pk.nnotes ? f->pk.notes[i] : NULL;
+}
+const ckpt_storage *ckpt_value_storage(const ckpt_file *f, const ckpt_value *v)
+{
     if (!f || !v || v->kind != CKPT_V_STORAGE || v->u.handle >= f->nstorages) return NULL;
     return &f->storages[v->u.handle].pub;
 }
-const ckpt_value *ckpt_root(const ckpt_file *f) { return f ? f->sel : NULL; }
-const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v) {
+const ckpt_value *ckpt_root(const ckpt_file *f)
+{
+    return f ? f->sel : NULL;
+}
+const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v)
+{
     if (!f || !v || v->kind != CKPT_V_TENSOR) return NULL;
     const ck_tdef *t = ck_tdef_of(v);
     if (t->listed) return &f->tensors[t->listed - 1];
@@ -439,13 +510,15 @@ const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v) {
 
 /* ---- reads -------------------------------------------------------------- */
 
-static int is_native_order(const ckpt_file *f) {
+static int is_native_order(const ckpt_file *f)
+{
     const uint16_t one = 1;
     int little = *(const uint8_t *)&one == 1;
     return (f->byteorder == CKPT_LITTLE) == (little != 0);
 }
 
-static void swap_units(uint8_t *p, size_t n, size_t unit) {
+static void swap_units(uint8_t *p, size_t n, size_t unit)
+{
     if (unit <= 1) return;
     for (size_t i = 0; i + unit <= n; i += unit)
         for (size_t a = 0, b = unit - 1; a < b; a++, b--) {
@@ -457,12 +530,14 @@ static void swap_units(uint8_t *p, size_t n, size_t unit) {
 
 /* Copy elements [e0, e1) of the tensor's row-major image into out. */
 static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_t e1, uint8_t *out,
-                  ckpt_error *err) {
+                  ckpt_error *err)
+{
     const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
     if (e0 >= e1) return 0;
     if (t->contiguous)
-        return ck_storage_read(f, s, ((uint64_t)t->storage_offset + e0) * es, out, (size_t)((e1 - e0) * es), err);
+        return ck_storage_read(f, s, ((uint64_t)t->storage_offset + e0) * es, out,
+                               (size_t)((e1 - e0) * es), err);
     /* innermost contiguous run: dims k..ndim-1 */
     uint32_t k = t->ndim;
     uint64_t run = 1;
@@ -472,7 +547,8 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     }
     /* span of storage elements touched, to read once when it is compact */
     uint64_t span_lo = (uint64_t)t->storage_offset, span_hi = span_lo;
-    for (uint32_t i = 0; i < t->ndim; i++) span_hi += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+    for (uint32_t i = 0; i < t->ndim; i++)
+        span_hi += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
     uint64_t span = (span_hi - span_lo + 1) * es;
     const uint8_t *base = NULL;
     uint8_t *tmp = NULL;
@@ -512,7 +588,8 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         size_t nb = (size_t)(take * es);
         if (base) {
             memcpy(out, base + src_el * es, nb);
-        } else if ((rc = ck_storage_read(f, s, ((uint64_t)t->storage_offset + src_el) * es, out, nb, err))) {
+        } else if ((rc = ck_storage_read(f, s, ((uint64_t)t->storage_offset + src_el) * es, out, nb,
+                                         err))) {
             break;
         }
         out += nb;
@@ -529,22 +606,35 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
 
 /* max_tensor_bytes applies when a tensor's bytes are read, not when the file
  * is opened: a file with one huge tensor still lists. */
-static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
+static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err)
+{
     uint64_t lim = f->opt.max_tensor_bytes;
     if (t->nbytes <= lim) return 0;
-    int sh = lim && lim % (1ull << 30) == 0 ? 30 : lim && lim % (1ull << 20) == 0 ? 20 : lim && lim % 1024 == 0 ? 10 : 0;
-    return ck_fail(err, CKPT_E_LIMIT, -1, "tensor '%s' of %llu bytes exceeds the tensor size limit of %llu %s "
-                   "(max_tensor_bytes)", t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes,
-                   (unsigned long long)(lim >> sh), sh == 30 ? "GiB" : sh == 20 ? "MiB" : sh == 10 ? "KiB" : "bytes");
+    int sh = lim && lim % (1ull << 30) == 0   ? 30
+             : lim && lim % (1ull << 20) == 0 ? 20
+             : lim && lim % 1024 == 0         ? 10
+                                              : 0;
+    return ck_fail(err, CKPT_E_LIMIT, -1,
+                   "tensor '%s' of %llu bytes exceeds the tensor size limit of %llu %s "
+                   "(max_tensor_bytes)",
+                   t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes,
+                   (unsigned long long)(lim >> sh),
+                   sh == 30   ? "GiB"
+                   : sh == 20 ? "MiB"
+                   : sh == 10 ? "KiB"
+                              : "bytes");
 }
 
-int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf, size_t n,
-                           ckpt_error *err) {
+int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf,
+                           size_t n, ckpt_error *err)
+{
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     CK_TRY(size_ok(f, t, err)); /* also for n == 0: a check that reads nothing */
     if (start > t->nbytes || n > t->nbytes - start)
-        return ck_fail(err, CKPT_E_ARG, -1, "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
-                       (unsigned long long)start, n, t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
+        return ck_fail(err, CKPT_E_ARG, -1,
+                       "range [%llu, +%zu) is outside tensor '%s' of %llu bytes",
+                       (unsigned long long)start, n, t->name ? t->name : "(unnamed)",
+                       (unsigned long long)t->nbytes);
     if (n == 0) return 0;
     size_t es = ck_dtype_size(t->dtype);
     uint64_t e0 = start / es, e1 = (start + n + es - 1) / es;
@@ -567,16 +657,20 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
     return 0;
 }
 
-int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize, ckpt_error *err) {
+int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t bufsize,
+                     ckpt_error *err)
+{
     if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     CK_TRY(size_ok(f, t, err));
     if (bufsize < t->nbytes)
-        return ck_fail(err, CKPT_E_ARG, -1, "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
+        return ck_fail(err, CKPT_E_ARG, -1,
+                       "buffer of %zu bytes is too small for tensor '%s' (%llu bytes)", bufsize,
                        t->name ? t->name : "(unnamed)", (unsigned long long)t->nbytes);
     return ckpt_tensor_read_range(f, t, 0, buf, (size_t)t->nbytes, err);
 }
 
-const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err) {
+const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err)
+{
     if (!f || !t) {
         ck_fail(err, CKPT_E_ARG, -1, "null argument");
         return NULL;
@@ -587,17 +681,19 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         return NULL;
     }
     if (!t->contiguous) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous", t->name ? t->name : "(unnamed)");
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous",
+                t->name ? t->name : "(unnamed)");
         return NULL;
     }
     if (t->file_offset < 0) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored compressed", t->name ? t->name : "(unnamed)");
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored compressed",
+                t->name ? t->name : "(unnamed)");
         return NULL;
     }
     if (!is_native_order(f) && ck_dtype_swap_unit(t->dtype) > 1) {
-        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored in the other byte order", t->name ? t->name : "(unnamed)");
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored in the other byte order",
+                t->name ? t->name : "(unnamed)");
         return NULL;
     }
     return f->src.map + t->file_offset;
 }
-

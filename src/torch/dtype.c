@@ -9,10 +9,10 @@
 #include <string.h>
 
 static const struct {
-    const char *name;     /* torch.<name>, ckpt_dtype_name() */
-    const char *alias;    /* another torch.<alias> for it, or NULL */
-    uint8_t size, unit;   /* element bytes, swap unit */
-    const char *storage;  /* torch.<storage> (typed storage class), or NULL */
+    const char *name;    /* torch.<name>, ckpt_dtype_name() */
+    const char *alias;   /* another torch.<alias> for it, or NULL */
+    uint8_t size, unit;  /* element bytes, swap unit */
+    const char *storage; /* torch.<storage> (typed storage class), or NULL */
 } dtypes[CK_DTYPE_COUNT] = {
     [CKPT_FLOAT64] = {"float64", "double", 8, 8, "DoubleStorage"},
     [CKPT_FLOAT32] = {"float32", "float", 4, 4, "FloatStorage"},
@@ -46,23 +46,34 @@ static const struct {
     {"QUInt4x2Storage", CKPT_UINT8}, {"QUInt2x4Storage", CKPT_UINT8},
 };
 
-static bool eq(const char *a, size_t an, const char *b) {
+static bool eq(const char *a, size_t an, const char *b)
+{
     return b && strlen(b) == an && memcmp(a, b, an) == 0;
 }
 
-const char *ck_dtype_name(ckpt_dtype d) {
+const char *ck_dtype_name(ckpt_dtype d)
+{
     return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].name : "unknown";
 }
-size_t ck_dtype_size(ckpt_dtype d) {
+size_t ck_dtype_size(ckpt_dtype d)
+{
     return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].size : 0;
 }
-size_t ck_dtype_swap_unit(ckpt_dtype d) {
+size_t ck_dtype_swap_unit(ckpt_dtype d)
+{
     return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].unit : 1;
 }
-const char *ckpt_dtype_name(ckpt_dtype d) { return ck_dtype_name(d); }
-size_t ckpt_dtype_size(ckpt_dtype d) { return ck_dtype_size(d); }
+const char *ckpt_dtype_name(ckpt_dtype d)
+{
+    return ck_dtype_name(d);
+}
+size_t ckpt_dtype_size(ckpt_dtype d)
+{
+    return ck_dtype_size(d);
+}
 
-int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d) {
+int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d)
+{
     for (unsigned i = 0; i < CK_DTYPE_COUNT; i++)
         if (eq(name, n, dtypes[i].name) || eq(name, n, dtypes[i].alias)) {
             *d = (ckpt_dtype)i;
@@ -71,7 +82,8 @@ int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d) {
     return -1;
 }
 
-int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d) {
+int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d)
+{
     for (unsigned i = 0; i < CK_DTYPE_COUNT; i++)
         if (eq(name, n, dtypes[i].storage)) {
             *d = (ckpt_dtype)i;

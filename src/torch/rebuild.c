@@ -45,11 +45,13 @@ static const struct {
     {"torch.storage", "_UntypedStorage", G_STORAGE_CLASS, NULL},
 };
 
-static bool eq(const char *a, size_t an, const char *b) {
+static bool eq(const char *a, size_t an, const char *b)
+{
     return strlen(b) == an && memcmp(a, b, an) == 0;
 }
 
-static void find_class(void *ud, ckpt_value *g) {
+static void find_class(void *ud, ckpt_value *g)
+{
     (void)ud;
     const char *m = g->u.g->module, *n = g->u.g->name;
     size_t mn = strlen(m), nn = strlen(n);
@@ -64,7 +66,8 @@ static void find_class(void *ud, ckpt_value *g) {
             return;
         }
     ckpt_dtype d;
-    if ((eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) && ck_dtype_by_storage_class(n, nn, &d) == 0) {
+    if ((eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) &&
+        ck_dtype_by_storage_class(n, nn, &d) == 0) {
         g->gid = G_STORAGE_CLASS;
         g->aux = (uint8_t)d;
         return;
@@ -79,16 +82,18 @@ static void find_class(void *ud, ckpt_value *g) {
 
 #define PFAIL(...) ck_machine_fail(m, CKPT_E_PICKLE, __VA_ARGS__)
 
-static bool is_seq(const ckpt_value *v) {
+static bool is_seq(const ckpt_value *v)
+{
     return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
 }
 
 static int int_list(ckpt_file *f, ck_machine *m, const ckpt_value *v, const char *what, uint32_t *n,
-                    int64_t **out) {
+                    int64_t **out)
+{
     if (!is_seq(v)) return PFAIL("tensor %s is not a tuple", what);
     if (v->u.seq.n > f->opt.max_rank || v->u.seq.n > 64)
-        return ck_machine_fail(m, CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u%s)", v->u.seq.n,
-                               f->opt.max_rank < 64 ? f->opt.max_rank : 64,
+        return ck_machine_fail(m, CKPT_E_LIMIT, "tensor has %zu dimensions (limit %u%s)",
+                               v->u.seq.n, f->opt.max_rank < 64 ? f->opt.max_rank : 64,
                                v->u.seq.n <= 64 ? "; max_rank" : "");
     *n = (uint32_t)v->u.seq.n;
     *out = NULL;
@@ -96,13 +101,15 @@ static int int_list(ckpt_file *f, ck_machine *m, const ckpt_value *v, const char
     *out = ck_alloc(&f->arena, *n * sizeof **out);
     if (!*out) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
     for (uint32_t i = 0; i < *n; i++) {
-        if (!ck_as_int(v->u.seq.v[i], &(*out)[i])) return PFAIL("tensor %s has a non-integer entry", what);
+        if (!ck_as_int(v->u.seq.v[i], &(*out)[i]))
+            return PFAIL("tensor %s has a non-integer entry", what);
         if ((*out)[i] < 0) return PFAIL("tensor %s has a negative entry", what);
     }
     return 0;
 }
 
-static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t) {
+static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t)
+{
     ckpt_value *v = ck_new(&f->pk, CKPT_V_TENSOR);
     if (v) v->u.ext = t;
     return v;
@@ -110,7 +117,8 @@ static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t) {
 
 /* The rebuild functions: (storage, offset, size, stride, [requires_grad,
  * hooks], [dtype]). */
-static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid, ckpt_value **out) {
+static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid, ckpt_value **out)
+{
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
     size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
@@ -130,14 +138,16 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
         return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
     }
     int64_t offset;
-    if (!ck_as_int(a[1], &offset) || offset < 0) return PFAIL("tensor storage offset is not a non-negative integer");
+    if (!ck_as_int(a[1], &offset) || offset < 0)
+        return PFAIL("tensor storage offset is not a non-negative integer");
     uint32_t nd, nd2;
     int64_t *shape, *stride;
     CK_TRY(int_list(f, m, a[2], "size", &nd, &shape));
     CK_TRY(int_list(f, m, a[3], "stride", &nd2, &stride));
     if (nd2 != nd) return PFAIL("tensor size has %u entries but stride %u", nd, nd2);
     ck_tdef *t;
-    CK_TRY(ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), &t, ck_machine_err(m)));
+    CK_TRY(ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), &t,
+                         ck_machine_err(m)));
     if (gid != G_REBUILD_TENSOR) {
         int64_t rg = 0;
         ck_as_int(a[4], &rg);
@@ -147,8 +157,9 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
     return 0;
 }
 
-static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj,
-                        ckpt_value **out) {
+static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args,
+                        bool newobj, ckpt_value **out)
+{
     ckpt_file *f = ud;
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
@@ -158,8 +169,7 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
     switch (callable->gid) {
     case G_REBUILD_TENSOR:
     case G_REBUILD_TENSOR_V2:
-    case G_REBUILD_TENSOR_V3:
-        return rebuild_tensor(f, m, args, callable->gid, out);
+    case G_REBUILD_TENSOR_V3: return rebuild_tensor(f, m, args, callable->gid, out);
     case G_REBUILD_PARAMETER:
     case G_REBUILD_PARAMETER_STATE:
         if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
@@ -179,8 +189,9 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
         return 1;
     case G_REBUILD_FROM_TYPE_V2:
         if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
-            (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 || a[0]->gid == G_REBUILD_TENSOR_V3 ||
-             a[0]->gid == G_REBUILD_PARAMETER || a[0]->gid == G_REFUSED))
+            (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 ||
+             a[0]->gid == G_REBUILD_TENSOR_V3 || a[0]->gid == G_REBUILD_PARAMETER ||
+             a[0]->gid == G_REFUSED))
             return ck_machine_apply(m, a[0], a[2], out);
         return 1;
     case G_TORCH_SIZE:
@@ -189,8 +200,7 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
             if (r <= 0) return r;
         }
         return 1;
-    default:
-        return 1; /* refused kinds and the rest: inert objects */
+    default: return 1; /* refused kinds and the rest: inert objects */
     }
 }
 
@@ -202,12 +212,14 @@ typedef struct pl_ctx {
     void *ud;
 } pl_ctx;
 
-static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     pl_ctx *c = ud;
     return c->pl(c->f, c->ud, pid, pos, err);
 }
 
-void ck_torch_init(ckpt_file *f) {
+void ck_torch_init(ckpt_file *f)
+{
     f->pk.arena = &f->arena;
     f->pk.opt = &f->opt;
     f->pk.input_size = f->src.size;
@@ -218,8 +230,9 @@ void ck_torch_init(ckpt_file *f) {
     f->pk.hooks.on_global_ctx = f->opt.on_global_ctx;
 }
 
-int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, ckpt_value **out, size_t *used,
-                 ckpt_error *err) {
+int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, ckpt_value **out,
+                 size_t *used, ckpt_error *err)
+{
     pl_ctx c = {f, pl, ud};
     f->pk.hooks.persistent_load = pl ? persistent_load : NULL;
     f->pk.hooks.pl_ud = &c;
@@ -229,11 +242,11 @@ int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, c
     return r;
 }
 
-int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl, void *ud,
-                  ckpt_value **out, uint64_t *used, ckpt_error *err) {
+int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl,
+                  void *ud, ckpt_value **out, uint64_t *used, ckpt_error *err)
+{
     if (end > f->src.size) end = f->src.size;
-    if (off >= end)
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "missing pickle (%s)", label);
+    if (off >= end) return ck_fail(err, CKPT_E_FORMAT, (int64_t)off, "missing pickle (%s)", label);
     uint64_t avail = end - off;
     uint64_t cap = avail < f->opt.max_pickle_bytes ? avail : f->opt.max_pickle_bytes;
     ck_pickle_in in = {0};
@@ -247,8 +260,10 @@ int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, c
         int r = ck_torch_run(f, &in, pl, ud, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1)
-            return ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
-                           label, (unsigned long long)f->opt.max_pickle_bytes);
+            return ck_fail(
+                err, CKPT_E_LIMIT, (int64_t)off,
+                "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)", label,
+                (unsigned long long)f->opt.max_pickle_bytes);
         return r == 0 ? 0 : -1;
     }
     /* Start small: a TAR member or a legacy stream holds many tiny pickles, and
@@ -282,16 +297,18 @@ int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, c
         r = ck_torch_run(f, &in, pl, ud, out, &u, err);
         if (r == 0) *used = u;
         if (r == 1 && win == cap) {
-            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off, "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
+            r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
+                        "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
                         label, (unsigned long long)f->opt.max_pickle_bytes);
             break;
         }
         if (r != 1) {
             if (r < 0 && !in.more && cap < avail && err && err->code == CKPT_E_PICKLE &&
                 strstr(err->message, "truncated"))
-                r = ck_fail(err, CKPT_E_LIMIT, (int64_t)off,
-                            "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
-                            label, (unsigned long long)f->opt.max_pickle_bytes);
+                r = ck_fail(
+                    err, CKPT_E_LIMIT, (int64_t)off,
+                    "%s is larger than the pickle size limit of %llu bytes (max_pickle_bytes)",
+                    label, (unsigned long long)f->opt.max_pickle_bytes);
             break;
         }
         f->pk.nglobals = ng; /* forget what the cut-short attempt recorded */

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
-                   bool *created, ckpt_error *err) {
+int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool *created,
+                   ckpt_error *err)
+{
     size_t i;
     if (ck_map_get(&f->storage_keys, key, klen, &i)) {
         *idx = i;
@@ -26,12 +27,13 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx,
     return 0;
 }
 
-int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err) {
+int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err)
+{
     if (f->nstorages >= f->opt.max_entries)
         return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages (max_entries)",
                        f->opt.max_entries);
-    CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1,
-                   sizeof *f->storages, err));
+    CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1, sizeof *f->storages,
+                   err));
     ck_storage *s = &f->storages[f->nstorages];
     memset(s, 0, sizeof *s);
     s->pkey = ck_strndup(&f->arena, key, klen);
@@ -54,7 +56,8 @@ typedef struct storage_pid {
     ckpt_value *view;
 } storage_pid;
 
-static int key_text(const ckpt_value *v, char *buf, size_t cap, size_t *n) {
+static int key_text(const ckpt_value *v, char *buf, size_t cap, size_t *n)
+{
     if (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) {
         if (v->u.s.n >= cap) return -1;
         memcpy(buf, v->u.s.p, v->u.s.n);
@@ -70,13 +73,15 @@ static int key_text(const ckpt_value *v, char *buf, size_t cap, size_t *n) {
     return -1;
 }
 
-static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out, ckpt_error *err) {
+static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out, ckpt_error *err)
+{
     if (pid->kind != CKPT_V_TUPLE || pid->u.seq.n < 5 || !ck_is_text(pid->u.seq.v[0], "storage"))
         return ck_fail(err, CKPT_E_PICKLE, pos, "persistent id is not a storage reference");
     ckpt_value **a = pid->u.seq.v;
     if (a[1]->kind != CKPT_V_GLOBAL || a[1]->gid != G_STORAGE_CLASS)
         return ck_fail(err, CKPT_E_UNSUPPORTED, pos, "unknown storage class %s",
-                       a[1]->kind == CKPT_V_GLOBAL ? a[1]->cls : ckpt_kind_name((ckpt_kind)a[1]->kind));
+                       a[1]->kind == CKPT_V_GLOBAL ? a[1]->cls
+                                                   : ckpt_kind_name((ckpt_kind)a[1]->kind));
     out->cls = a[1];
     if (key_text(a[2], out->key, sizeof out->key, &out->klen))
         return ck_fail(err, CKPT_E_PICKLE, pos, "storage key is not a short string");
@@ -85,7 +90,8 @@ static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out
     out->view = NULL;
     if (legacy) {
         if (pid->u.seq.n != 6)
-            return ck_fail(err, CKPT_E_PICKLE, pos, "legacy storage id has %zu fields, not 6", pid->u.seq.n);
+            return ck_fail(err, CKPT_E_PICKLE, pos, "legacy storage id has %zu fields, not 6",
+                           pid->u.seq.n);
         if (a[5]->kind != CKPT_V_NONE) out->view = a[5];
     } else if (pid->u.seq.n != 5) {
         return ck_fail(err, CKPT_E_PICKLE, pos, "storage id has %zu fields, not 5", pid->u.seq.n);
@@ -93,17 +99,20 @@ static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out
     return 0;
 }
 
-static int storage_size(ckpt_file *f, bool legacy, ckpt_dtype dt, int64_t numel, int64_t pos, uint64_t *nbytes,
-                        ckpt_error *err) {
+static int storage_size(ckpt_file *f, bool legacy, ckpt_dtype dt, int64_t numel, int64_t pos,
+                        uint64_t *nbytes, ckpt_error *err)
+{
     if (ck_mul_ovf((uint64_t)numel, ck_dtype_size(dt), nbytes))
         return ck_fail(err, CKPT_E_LIMIT, pos, "storage size overflows");
     if (*nbytes > f->src.size && legacy) /* ZIP: checked against its record by the binder */
-        return ck_fail(err, CKPT_E_FORMAT, pos, "storage of %llu bytes is larger than the file (%llu)",
+        return ck_fail(err, CKPT_E_FORMAT, pos,
+                       "storage of %llu bytes is larger than the file (%llu)",
                        (unsigned long long)*nbytes, (unsigned long long)f->src.size);
     return 0;
 }
 
-ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err) {
+ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err)
+{
     ckpt_value *v = ck_new(&f->pk, CKPT_V_STORAGE);
     if (!v) {
         ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -113,9 +122,11 @@ ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err) {
     return v;
 }
 
-ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy, const ck_storage_binder *b,
-                           ckpt_error *err) {
-    if (legacy && pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 2 && ck_is_text(pid->u.seq.v[0], "module"))
+ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy,
+                           const ck_storage_binder *b, ckpt_error *err)
+{
+    if (legacy && pid->kind == CKPT_V_TUPLE && pid->u.seq.n >= 2 &&
+        ck_is_text(pid->u.seq.v[0], "module"))
         return pid->u.seq.v[1]; /* the module's class, source is not checked */
     storage_pid p;
     if (parse_pid(pid, pos, legacy, &p, err)) return NULL;
@@ -137,8 +148,9 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         s->decl_pos = pos;
         s->pub.nbytes = nbytes;
     } else if (s->declared != (uint64_t)p.numel && s->root < 0) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "storage '%s' declared with %lld elements, earlier with %llu",
-                p.key, (long long)p.numel, (unsigned long long)s->declared);
+        ck_fail(err, CKPT_E_FORMAT, pos,
+                "storage '%s' declared with %lld elements, earlier with %llu", p.key,
+                (long long)p.numel, (unsigned long long)s->declared);
         return NULL;
     }
     if (!p.view) return ck_storage_value(f, idx, err);
@@ -147,13 +159,15 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
     int64_t voff, vsize;
     char vkey[64];
     size_t vklen;
-    if (vm->kind != CKPT_V_TUPLE || vm->u.seq.n != 3 || key_text(vm->u.seq.v[0], vkey, sizeof vkey, &vklen) ||
-        !ck_as_int(vm->u.seq.v[1], &voff) || !ck_as_int(vm->u.seq.v[2], &vsize) || voff < 0 || vsize < 0) {
+    if (vm->kind != CKPT_V_TUPLE || vm->u.seq.n != 3 ||
+        key_text(vm->u.seq.v[0], vkey, sizeof vkey, &vklen) || !ck_as_int(vm->u.seq.v[1], &voff) ||
+        !ck_as_int(vm->u.seq.v[2], &vsize) || voff < 0 || vsize < 0) {
         ck_fail(err, CKPT_E_PICKLE, pos, "bad storage view metadata");
         return NULL;
     }
     if ((uint64_t)voff > s->declared || (uint64_t)vsize > s->declared - (uint64_t)voff) {
-        ck_fail(err, CKPT_E_FORMAT, pos, "storage view [%lld, +%lld) lies outside storage '%s' of %llu elements",
+        ck_fail(err, CKPT_E_FORMAT, pos,
+                "storage view [%lld, +%lld) lies outside storage '%s' of %llu elements",
                 (long long)voff, (long long)vsize, p.key, (unsigned long long)s->declared);
         return NULL;
     }
@@ -180,8 +194,9 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
     return ck_storage_value(f, vidx, err);
 }
 
-
-int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n, ckpt_error *err) {
+int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
+                    ckpt_error *err)
+{
     while (s->root >= 0) {
         off += s->view_off;
         s = &f->storages[s->root];

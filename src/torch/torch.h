@@ -20,11 +20,11 @@ typedef enum ck_torch_tag {
     G_REBUILD_PARAMETER,
     G_REBUILD_PARAMETER_STATE,
     G_REBUILD_FROM_TYPE_V2,
-    G_REFUSED,             /* sparse, quantized, nested, ... (u.g->note: layout) */
+    G_REFUSED, /* sparse, quantized, nested, ... (u.g->note: layout) */
     G_TORCH_SIZE,
-    G_STORAGE_CLASS,       /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
-    G_DTYPE,               /* torch.float32 ... (aux: dtype) */
-    G_TENSOR_CLASS         /* torch.Tensor, torch.nn.parameter.Parameter */
+    G_STORAGE_CLASS, /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
+    G_DTYPE,         /* torch.float32 ... (aux: dtype) */
+    G_TENSOR_CLASS   /* torch.Tensor, torch.nn.parameter.Parameter */
 } ck_torch_tag;
 
 /* ---- dtypes: the one table ------------------------------------------------ */
@@ -47,27 +47,30 @@ typedef struct ck_tdef {
     int64_t offset;
     uint64_t numel;
     bool requires_grad;
-    int64_t offset_pos;  /* file offset of the REDUCE, for errors */
-    size_t listed;       /* index+1 of the first listed ckpt_tensor, 0 none */
-    ckpt_tensor *desc;   /* a tensor not listed: its nameless descriptor,
+    int64_t offset_pos; /* file offset of the REDUCE, for errors */
+    size_t listed;      /* index+1 of the first listed ckpt_tensor, 0 none */
+    ckpt_tensor *desc;  /* a tensor not listed: its nameless descriptor,
                             when its extent is sound */
 } ck_tdef;
 
-static inline ck_tdef *ck_tdef_of(const ckpt_value *v) { return (ck_tdef *)v->u.ext; }
+static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
+{
+    return (ck_tdef *)v->u.ext;
+}
 
 /* A storage as the container knows it. */
 typedef struct ck_storage {
     ckpt_storage pub;
-    const char *pkey;      /* arena copy of the key */
-    uint64_t data_off;     /* where bytes start in the file (when not packed) */
-    bool packed;           /* compressed: only the container reads them */
-    size_t rec;            /* the container's record of it (ZIP: its entry) */
-    bool resolved;         /* data_off/pub.nbytes known */
-    bool untyped;          /* UntypedStorage (dtype from the tensor) */
-    int64_t root;          /* legacy/tar view: index of the root storage, -1 */
-    uint64_t view_off;     /* bytes into the root */
-    uint64_t declared;     /* legacy/tar: numel declared by the pickle */
-    int64_t decl_pos;      /* file offset where it was declared */
+    const char *pkey;  /* arena copy of the key */
+    uint64_t data_off; /* where bytes start in the file (when not packed) */
+    bool packed;       /* compressed: only the container reads them */
+    size_t rec;        /* the container's record of it (ZIP: its entry) */
+    bool resolved;     /* data_off/pub.nbytes known */
+    bool untyped;      /* UntypedStorage (dtype from the tensor) */
+    int64_t root;      /* legacy/tar view: index of the root storage, -1 */
+    uint64_t view_off; /* bytes into the root */
+    uint64_t declared; /* legacy/tar: numel declared by the pickle */
+    int64_t decl_pos;  /* file offset where it was declared */
 } ck_storage;
 
 /* ---- the open file ----------------------------------------------------- */
@@ -78,9 +81,9 @@ struct ckpt_file {
     ckpt_options opt;
     ck_source src;
     ck_arena arena;
-    ck_unpickler pk;     /* the pickles' shared state: ids, globals, notes */
+    ck_unpickler pk;             /* the pickles' shared state: ids, globals, notes */
     const struct ck_format *fmt; /* the container that opened it */
-    void *fmt_state;     /* the container's own index */
+    void *fmt_state;             /* the container's own index */
     /* the container's reader of root storage bytes; NULL: stored as is */
     int (*storage_read)(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf, size_t n,
                         ckpt_error *err);
@@ -90,8 +93,8 @@ struct ckpt_file {
     const char *root_name;
     char *key_copy;
 
-    ckpt_value *root;    /* whole object */
-    ckpt_value *sel;     /* selected key's value or root */
+    ckpt_value *root; /* whole object */
+    ckpt_value *sel;  /* selected key's value or root */
 
     ck_storage *storages;
     size_t nstorages, cap_storages;
@@ -99,7 +102,7 @@ struct ckpt_file {
 
     ckpt_tensor *tensors;
     size_t ntensors, cap_tensors;
-    ck_tdef **tdefs;     /* every tensor the pickles rebuilt */
+    ck_tdef **tdefs; /* every tensor the pickles rebuilt */
     size_t ntdefs, cap_tdefs;
     ck_map tensor_names;
     uint64_t total_bytes;
@@ -114,7 +117,8 @@ int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void 
 /* ---- running torch's pickles -------------------------------------------- */
 
 /* persistent_load of a container: a pid to a value (storage, ...). */
-typedef ckpt_value *(*ck_pid_fn)(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err);
+typedef ckpt_value *(*ck_pid_fn)(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos,
+                                 ckpt_error *err);
 
 /* Set up f->pk (arena, limits, the torch hooks); called once at open. */
 void ck_torch_init(ckpt_file *f);
@@ -123,8 +127,8 @@ int ck_torch_run(ckpt_file *f, const ck_pickle_in *in, ck_pid_fn pl, void *ud, c
                  size_t *used, ckpt_error *err);
 /* Run a pickle that starts at file offset `off` and ends at most at `end`,
  * reading a growing window through the source.  Returns 0/-1. */
-int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl, void *ud,
-                  ckpt_value **out, uint64_t *used, ckpt_error *err);
+int ck_torch_load(ckpt_file *f, uint64_t off, uint64_t end, const char *label, ck_pid_fn pl,
+                  void *ud, ckpt_value **out, uint64_t *used, ckpt_error *err);
 
 /* ---- storages ------------------------------------------------------------ */
 /* Find or add a storage by key. *created tells whether it is new. */
@@ -152,8 +156,9 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
 /* The one validator: a tensor of `dtype` over storage `storage` with
  * shape/stride (ndim entries, copied), element offset; checks rank, signs,
  * element count and byte size, records it, returns it.  `pos`: for errors. */
-int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim, const int64_t *shape,
-                  const int64_t *stride, int64_t offset, int64_t pos, ck_tdef **out, ckpt_error *err);
+int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
+                  const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
+                  ck_tdef **out, ckpt_error *err);
 /* Remember a rebuilt tensor (for descriptors of tensors not listed). */
 int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
 /* Name the tensors of f->root (or its key) and check their extents. */

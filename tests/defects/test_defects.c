@@ -29,25 +29,29 @@ typedef struct sink {
     uint64_t bytes;
 } sink;
 
-static int sink_write(void *ctx, const char *s, size_t n) {
+static int sink_write(void *ctx, const char *s, size_t n)
+{
     (void)s;
     ((sink *)ctx)->bytes += n;
     return 0;
 }
 
-static int clean_error(const ckpt_error *e, char *why, size_t cap) {
+static int clean_error(const ckpt_error *e, char *why, size_t cap)
+{
     size_t n = strnlen(e->message, sizeof e->message);
     if (e->code == CKPT_OK) return snprintf(why, cap, "failed with code 0"), 0;
     if (n == 0) return snprintf(why, cap, "failed with an empty message"), 0;
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)e->message[i] < 0x20) return snprintf(why, cap, "message is not one line"), 0;
+        if ((unsigned char)e->message[i] < 0x20)
+            return snprintf(why, cap, "message is not one line"), 0;
     if (e->offset < -1) return snprintf(why, cap, "offset %lld", (long long)e->offset), 0;
     return 1;
 }
 
 /* Open, read every tensor, write JSON.  0 when all went well, else -1 with
  * err holding the first failure and *stage naming the step. */
-static int run(const char *path, int use_mmap, ckpt_error *err, const char **stage) {
+static int run(const char *path, int use_mmap, ckpt_error *err, const char **stage)
+{
     ckpt_options opt;
     ckpt_options_init(&opt);
     opt.use_mmap = use_mmap;
@@ -66,7 +70,8 @@ static int run(const char *path, int use_mmap, ckpt_error *err, const char **sta
         ckpt_error e2;
         const void *p = ckpt_tensor_data(f, t, &e2);
         if (rc == 0 && p && t->nbytes && memcmp(p, buf, (size_t)t->nbytes) != 0) {
-            snprintf(err->message, sizeof err->message, "zero-copy view of '%s' differs from its read", t->name);
+            snprintf(err->message, sizeof err->message,
+                     "zero-copy view of '%s' differs from its read", t->name);
             err->code = CKPT_E_FORMAT;
             *stage = "data";
             rc = -2;
@@ -82,7 +87,8 @@ static int run(const char *path, int use_mmap, ckpt_error *err, const char **sta
     return rc;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc != 3) {
         fprintf(stderr, "usage: %s MANIFEST FILES_DIR\n", argv[0]);
         return 2;
@@ -121,18 +127,20 @@ int main(int argc, char **argv) {
                 printf("FAIL %s (%s): %s\n", name, how, err.message);
                 failures++;
             } else if (r != 0 && !clean_error(&err, why, sizeof why)) {
-                printf("FAIL %s (%s): unclean error at %s: %s [%s]\n", name, how, stage, why, err.message);
+                printf("FAIL %s (%s): unclean error at %s: %s [%s]\n", name, how, stage, why,
+                       err.message);
                 failures++;
             } else if (strcmp(verdict, "ok") == 0 && r != 0) {
-                printf("FAIL %s (%s): expected ok, got %s error: %s (byte %lld)\n", name, how, stage, err.message,
-                       (long long)err.offset);
+                printf("FAIL %s (%s): expected ok, got %s error: %s (byte %lld)\n", name, how,
+                       stage, err.message, (long long)err.offset);
                 failures++;
             } else if (strcmp(verdict, "error") == 0 && r == 0) {
-                printf("FAIL %s (%s): expected an error containing '%s', got ok\n", name, how, sub ? sub : "");
+                printf("FAIL %s (%s): expected an error containing '%s', got ok\n", name, how,
+                       sub ? sub : "");
                 failures++;
             } else if (strcmp(verdict, "error") == 0 && sub && !strstr(err.message, sub)) {
-                printf("FAIL %s (%s): expected '%s', got %s error: %s (byte %lld)\n", name, how, sub, stage,
-                       err.message, (long long)err.offset);
+                printf("FAIL %s (%s): expected '%s', got %s error: %s (byte %lld)\n", name, how,
+                       sub, stage, err.message, (long long)err.offset);
                 failures++;
             }
         }

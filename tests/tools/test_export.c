@@ -17,13 +17,11 @@ typedef struct membuf {
 static int mem_write(void *ctx, const void *buf, size_t n)
 {
     membuf *m = ctx;
-    if (++m->calls == m->fail_after)
-        return -1;
+    if (++m->calls == m->fail_after) return -1;
     if (m->len + n > m->cap) {
         size_t cap = (m->len + n) * 2;
         unsigned char *p = realloc(m->p, cap);
-        if (!p)
-            return -1;
+        if (!p) return -1;
         m->p = p;
         m->cap = cap;
     }
@@ -65,15 +63,13 @@ int main(int argc, char **argv)
         CHECK(strstr(hdr + 10, "'descr': '<f4', 'fortran_order': False, 'shape': (8, 4), }") !=
               NULL);
         CHECK_EQ_INT(hdr[hl - 1], '\n');
-        CHECK_EQ_U64((size_t)(unsigned char)hdr[8] | ((size_t)(unsigned char)hdr[9] << 8),
-                     hl - 10);
+        CHECK_EQ_U64((size_t)(unsigned char)hdr[8] | ((size_t)(unsigned char)hdr[9] << 8), hl - 10);
         CHECK_EQ_U64(ckpt_npy_header(hdr, 16, CKPT_FLOAT32, shape, 2), 0);
     }
 
     f = ckpt_open(argv[1], NULL, &err);
     CHECK(f != NULL);
-    if (!f)
-        return ut_summary();
+    if (!f) return ut_summary();
 
     SECTION("a tensor through a write callback");
     t = ckpt_find(f, "model.fc1.bias");

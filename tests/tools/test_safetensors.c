@@ -26,13 +26,11 @@ typedef struct membuf {
 static int mem_write(void *ctx, const void *buf, size_t n)
 {
     membuf *m = ctx;
-    if (++m->calls == m->fail_after)
-        return -1;
+    if (++m->calls == m->fail_after) return -1;
     if (m->len + n > m->cap) {
         size_t cap = (m->len + n) * 2;
         unsigned char *p = realloc(m->p, cap);
-        if (!p)
-            return -1;
+        if (!p) return -1;
         m->p = p;
         m->cap = cap;
     }
@@ -47,12 +45,10 @@ static unsigned char *slurp(const char *path, size_t *len)
     unsigned char *p = NULL;
     long n;
     *len = 0;
-    if (!fp)
-        return NULL;
+    if (!fp) return NULL;
     if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0) {
         p = malloc((size_t)n + 1);
-        if (p && fread(p, 1, (size_t)n, fp) == (size_t)n)
-            *len = (size_t)n;
+        if (p && fread(p, 1, (size_t)n, fp) == (size_t)n) *len = (size_t)n;
     }
     fclose(fp);
     return p;
@@ -62,8 +58,7 @@ static int spit(const char *path, const void *p, size_t n)
 {
     FILE *fp = fopen(path, "wb");
     int ok = fp && fwrite(p, 1, n, fp) == n;
-    if (fp && fclose(fp) != 0)
-        ok = 0;
+    if (fp && fclose(fp) != 0) ok = 0;
     return ok ? 0 : -1;
 }
 
@@ -108,16 +103,12 @@ static int find_entry(const unsigned char *file, size_t len, const char *name, c
     char key[512], *json, *at, *end;
     uint64_t n = 0;
     int i, k;
-    if (len < 8)
-        return -1;
-    for (i = 7; i >= 0; i--)
-        n = n << 8 | file[i];
-    if (n > len - 8)
-        return -1;
+    if (len < 8) return -1;
+    for (i = 7; i >= 0; i--) n = n << 8 | file[i];
+    if (n > len - 8) return -1;
     *hlen = (size_t)(8 + n);
     json = malloc((size_t)n + 1);
-    if (!json)
-        return -1;
+    if (!json) return -1;
     memcpy(json, file + 8, (size_t)n);
     json[n] = '\0';
     snprintf(key, sizeof key, "\"%s\":{\"dtype\":\"", name);
@@ -189,8 +180,7 @@ int main(int argc, char **argv)
     }
     sample = slurp(argv[1], &slen);
     CHECK(sample != NULL && slen > 0);
-    if (!sample)
-        return ut_summary();
+    if (!sample) return ut_summary();
 
     SECTION("options and dtypes");
     memset(&o, 0xAB, sizeof o);
@@ -218,7 +208,8 @@ int main(int argc, char **argv)
             buf[i] = (unsigned char)(x >> 16);
         }
         for (i = 0; buf && i < sizeof sizes / sizeof sizes[0]; i++) {
-            uLong z = crc32(crc32(0L, Z_NULL, 0), buf + 3, (uInt)(sizes[i] - (sizes[i] > 3 ? 3 : 0)));
+            uLong z =
+                crc32(crc32(0L, Z_NULL, 0), buf + 3, (uInt)(sizes[i] - (sizes[i] > 3 ? 3 : 0)));
             CHECK_EQ_U64(ckpt_crc32(0, buf + 3, sizes[i] - (sizes[i] > 3 ? 3 : 0)), z);
         }
         if (buf) /* continued: in two pieces */
@@ -229,8 +220,7 @@ int main(int argc, char **argv)
 
     f = ckpt_open(argv[1], NULL, &err);
     CHECK(f != NULL);
-    if (!f)
-        return ut_summary();
+    if (!f) return ut_summary();
     ckpt_get_info(f, &info);
 
     SECTION("ckpt_storage_record against the file's bytes");
@@ -274,8 +264,9 @@ int main(int argc, char **argv)
     CHECK(out != NULL);
     if (out) {
         check_file(f, out, olen);
-        CHECK(olen > 8 && strstr((char *)out + 8, "\"__metadata__\":{\"format\":\"pt\","
-                                                  "\"ckpt.source_format\":\"zip\",\"epoch\":\"7\"") != NULL);
+        CHECK(olen > 8 &&
+              strstr((char *)out + 8, "\"__metadata__\":{\"format\":\"pt\","
+                                      "\"ckpt.source_format\":\"zip\",\"epoch\":\"7\"") != NULL);
         CHECK(strstr((char *)out + 8, "\"config.lr\":\"0.001\"") != NULL);
     }
 
@@ -308,8 +299,7 @@ int main(int argc, char **argv)
             CHECK(e->tensor == ckpt_tensor_at(f, i));
             CHECK_STR(e->name, ckpt_tensor_at(f, i)->name);
             CHECK_EQ_U64(e->end - e->begin, e->tensor->nbytes);
-            if (i > 0)
-                CHECK_EQ_U64(e->begin, ckpt_safetensors_at(plan, i - 1)->end);
+            if (i > 0) CHECK_EQ_U64(e->begin, ckpt_safetensors_at(plan, i - 1)->end);
         }
         CHECK(ckpt_safetensors_at(plan, i) == NULL);
         /* written once, through the plan */
@@ -396,8 +386,7 @@ int main(int argc, char **argv)
     m.calls = 0;
     CHECK_EQ_INT(ckpt_export_safetensors_to(f, mem_write, &m, &o, &err), 0);
     CHECK(out && m.len == olen && memcmp(m.p, out, olen) == 0);
-    if (src >= 0)
-        close(src);
+    if (src >= 0) close(src);
     ckpt_close(f);
 
     SECTION("a damaged stored record");
@@ -406,8 +395,7 @@ int main(int argc, char **argv)
         unsigned char *copy = malloc(slen);
         uint64_t at = 0;
         CHECK(copy != NULL);
-        if (!copy)
-            return ut_summary();
+        if (!copy) return ut_summary();
         memcpy(copy, sample, slen);
         f = ckpt_open_memory(copy, slen, NULL, &err);
         t = f ? ckpt_find(f, "model.fc2.weight") : NULL;
@@ -434,8 +422,7 @@ int main(int argc, char **argv)
         CHECK(out && m.len == olen);
         if (out && m.len == olen) {
             size_t diff = 0, j;
-            for (j = 0; j < olen; j++)
-                diff += m.p[j] != out[j];
+            for (j = 0; j < olen; j++) diff += m.p[j] != out[j];
             CHECK_EQ_U64(diff, 1); /* converted as it is */
         }
         ckpt_close(f);
@@ -461,8 +448,7 @@ int main(int argc, char **argv)
         free(out2);
         remove(path2);
         remove(bad);
-        if (src >= 0)
-            close(src);
+        if (src >= 0) close(src);
         ckpt_close(f);
         free(copy);
     }

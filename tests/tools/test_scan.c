@@ -10,8 +10,7 @@
 #include "../unit/harness.h"
 
 /* PROTO 2, GLOBAL module\nname\n, MARK, BINUNICODE arg, TUPLE, REDUCE, STOP */
-static size_t call_pickle(unsigned char *out, const char *module, const char *name,
-                          const char *arg)
+static size_t call_pickle(unsigned char *out, const char *module, const char *name, const char *arg)
 {
     size_t n = 0, len = strlen(arg);
     out[n++] = 0x80;
@@ -101,8 +100,11 @@ int main(int argc, char **argv)
     SECTION("a wrapper in a pickle that names a dangerous callable");
     {
         /* functools.partial(os.system, ...) as two GLOBALs in one pickle */
-        static const unsigned char p[] = "\x80\x02" "cfunctools\npartial\n" "cos\nsystem\n"
-                                         "\x85" "R.";
+        static const unsigned char p[] = "\x80\x02"
+                                         "cfunctools\npartial\n"
+                                         "cos\nsystem\n"
+                                         "\x85"
+                                         "R.";
         r = ckpt_scan_memory(p, sizeof p - 1, NULL, 0, &err);
         CHECK(r != NULL);
         CHECK_EQ_U64(ckpt_scan_count(r), 2);

@@ -22,8 +22,8 @@ typedef struct wstats {
     const ckpt_file *f;
     uint64_t visits, shared, too_deep, leaves, names_ok, names_bad;
     uint32_t max_depth;
-    int64_t stop_at;  /* enter returns -5 at this visit (1-based), 0: never */
-    size_t ids[8];    /* step->id of the first visits */
+    int64_t stop_at; /* enter returns -5 at this visit (1-based), 0: never */
+    size_t ids[8];   /* step->id of the first visits */
     int skip_root;
 } wstats;
 
@@ -37,8 +37,7 @@ static int step_name(const ckpt_walk_step *st, char *out, size_t cap)
         out[0] = '\0';
         return 1;
     }
-    if (!step_name(st->parent, out, cap))
-        return 0;
+    if (!step_name(st->parent, out, cap)) return 0;
     if (st->key && ckpt_value_kind(st->key) == CKPT_V_STR) {
         size_t kl = 0;
         const char *k = ckpt_value_text(st->key, &kl);
@@ -58,17 +57,12 @@ static int step_name(const ckpt_walk_step *st, char *out, size_t cap)
 static int w_enter(void *ctx, const ckpt_walk_step *st)
 {
     wstats *w = ctx;
-    if (w->visits < 8)
-        w->ids[w->visits] = st->id;
+    if (w->visits < 8) w->ids[w->visits] = st->id;
     w->visits++;
-    if (st->depth > w->max_depth)
-        w->max_depth = st->depth;
-    if (st->shared)
-        w->shared++;
-    if (st->too_deep)
-        w->too_deep++;
-    if (w->stop_at && (int64_t)w->visits == w->stop_at)
-        return -5;
+    if (st->depth > w->max_depth) w->max_depth = st->depth;
+    if (st->shared) w->shared++;
+    if (st->too_deep) w->too_deep++;
+    if (w->stop_at && (int64_t)w->visits == w->stop_at) return -5;
     if (!st->shared && st->value && ckpt_value_kind(st->value) == CKPT_V_TENSOR && w->f) {
         const ckpt_tensor *t = ckpt_value_tensor(w->f, st->value);
         char name[1024];
@@ -101,8 +95,7 @@ static const char *key_name(const ckpt_summary_key *k, char *buf, size_t cap)
 {
     size_t n = 0;
     const char *t;
-    if (!k || !k->key || ckpt_value_kind(k->key) != CKPT_V_STR)
-        return "?";
+    if (!k || !k->key || ckpt_value_kind(k->key) != CKPT_V_STR) return "?";
     t = ckpt_value_text(k->key, &n);
     snprintf(buf, cap, "%.*s", (int)n, t);
     return buf;
@@ -129,8 +122,7 @@ static void check_facts(const ckpt_summary *s, char **lines, size_t n)
         } else if (sscanf(lines[i], "dtype %511s %llu %llu %llu", a, &x[0], &x[1], &x[2]) == 4) {
             const ckpt_summary_dtype *row = ckpt_summary_dtype_at(s, nd++);
             CHECK(row != NULL);
-            if (!row)
-                continue;
+            if (!row) continue;
             CHECK_STR(ckpt_dtype_name(row->dtype), a);
             CHECK_EQ_U64(row->tensors, x[0]);
             CHECK_EQ_U64(row->elements, x[1]);
@@ -138,8 +130,7 @@ static void check_facts(const ckpt_summary *s, char **lines, size_t n)
         } else if (sscanf(lines[i], "key %511s %llu %llu", a, &x[0], &x[1]) == 3) {
             const ckpt_summary_key *row = ckpt_summary_key_at(s, nk++);
             CHECK(row != NULL);
-            if (!row)
-                continue;
+            if (!row) continue;
             CHECK_STR(key_name(row, kb, sizeof kb), a);
             CHECK_EQ_U64(row->tensors, x[0]);
             CHECK_EQ_U64(row->elements, x[1]);
@@ -147,8 +138,7 @@ static void check_facts(const ckpt_summary *s, char **lines, size_t n)
             size_t idx = nm++;
             const ckpt_summary_module *m = ckpt_summary_module_at(s, idx);
             CHECK(m != NULL);
-            if (!m)
-                continue;
+            if (!m) continue;
             snprintf(pb, sizeof pb, "%.*s", (int)m->path_len, m->path);
             CHECK_STR(pb, a);
             CHECK_EQ_U64(m->depth, d);
@@ -164,8 +154,7 @@ static void check_facts(const ckpt_summary *s, char **lines, size_t n)
                 CHECK_EQ_U64(m->depth, 0);
                 CHECK(m->name == m->path);
             }
-            if (m->first_child != CKPT_SUMMARY_NONE)
-                CHECK_EQ_U64(m->first_child, idx + 1);
+            if (m->first_child != CKPT_SUMMARY_NONE) CHECK_EQ_U64(m->first_child, idx + 1);
         }
     }
     CHECK_EQ_U64(ckpt_summary_dtype_count(s), nd);
@@ -178,12 +167,10 @@ static char **read_lines(const char *path, size_t *count)
     FILE *fp = fopen(path, "r");
     char buf[1024], **lines = NULL;
     size_t n = 0;
-    if (!fp)
-        return NULL;
+    if (!fp) return NULL;
     while (fgets(buf, sizeof buf, fp)) {
         char **p = realloc(lines, (n + 1) * sizeof *p);
-        if (!p)
-            break;
+        if (!p) break;
         lines = p;
         buf[strcspn(buf, "\n")] = '\0';
         lines[n++] = strdup(buf);
@@ -205,8 +192,7 @@ static void check_file(const char *pt, const char *expected)
 
     CHECK(f != NULL);
     CHECK(lines != NULL && n > 0);
-    if (!f || !lines)
-        return;
+    if (!f || !lines) return;
     memset(&w, 0, sizeof w);
     CHECK_EQ_INT(walk(f, &w, NULL, &err), 0);
     CHECK(sscanf(lines[0], "walk %llu %llu %llu", &x[0], &x[1], &x[2]) == 3);
@@ -221,8 +207,7 @@ static void check_file(const char *pt, const char *expected)
     CHECK(s0 != NULL);
     if (s0) {
         size_t top = 0;
-        while (top < n && strncmp(lines[top], "under ", 6) != 0)
-            top++;
+        while (top < n && strncmp(lines[top], "under ", 6) != 0) top++;
         check_facts(s0, lines + 1, top - 1);
     }
     /* the same for each "under KEY" block */
@@ -248,8 +233,7 @@ static void check_file(const char *pt, const char *expected)
             const ckpt_summary_key *row = NULL;
             size_t k;
             for (k = 0; k < ckpt_summary_key_count(s0); k++)
-                if (ckpt_summary_key_at(s0, k)->value == v)
-                    row = ckpt_summary_key_at(s0, k);
+                if (ckpt_summary_key_at(s0, k)->value == v) row = ckpt_summary_key_at(s0, k);
             CHECK(row != NULL);
             CHECK_EQ_INT(ckpt_count_tensors(f, v, &nt, &ne, &err), 0);
             CHECK(row && row->tensors == nt && row->elements == ne && nt > 0);
@@ -263,8 +247,7 @@ static void check_file(const char *pt, const char *expected)
         free(block);
     }
     ckpt_summary_free(s0);
-    for (i = 0; i < n; i++)
-        free(lines[i]);
+    for (i = 0; i < n; i++) free(lines[i]);
     free(lines);
     ckpt_close(f);
 }
@@ -273,8 +256,8 @@ static void check_file(const char *pt, const char *expected)
 
 /* PROTO 2; outer = [] memo 0; MARK; inner = [] memo 1; BINGET 1; BINGET 0;
  * APPENDS; STOP: outer = [inner, inner, outer]. */
-static const unsigned char shared_pkl[] = {0x80, 2, ']', 'q', 0, '(', ']', 'q', 1,
-                                           'h', 1, 'h', 0, 'e', '.'};
+static const unsigned char shared_pkl[] = {0x80, 2,   ']', 'q', 0, '(', ']', 'q',
+                                           1,    'h', 1,   'h', 0, 'e', '.'};
 
 /* [[[...]]]: `levels` empty lists, each appended into the one below it. */
 static size_t nested_pkl(unsigned char *out, int levels)
@@ -283,10 +266,8 @@ static size_t nested_pkl(unsigned char *out, int levels)
     int i;
     out[n++] = 0x80;
     out[n++] = 2;
-    for (i = 0; i < levels; i++)
-        out[n++] = ']';
-    for (i = 1; i < levels; i++)
-        out[n++] = 'a';
+    for (i = 0; i < levels; i++) out[n++] = ']';
+    for (i = 1; i < levels; i++) out[n++] = 'a';
     out[n++] = '.';
     return n;
 }

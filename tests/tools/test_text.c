@@ -28,8 +28,7 @@ static const char *esc(const char *s, size_t n, unsigned flags)
     static char buf[512];
     size_t c = 0;
     size_t len = ckpt_escape(buf, sizeof buf, s, n, (size_t)-1, flags, &c);
-    if (c != n || len != strlen(buf))
-        return "(incomplete)";
+    if (c != n || len != strlen(buf)) return "(incomplete)";
     /* the measure agrees with what was written */
     if (ckpt_escape(NULL, 0, s, n, (size_t)-1, flags, &c) != len || c != n)
         return "(measure differs)";
@@ -76,19 +75,18 @@ static void test_escape_classes(void)
     /* line and paragraph separators */
     CHECK_STR(ESC("\xe2\x80\xa8\xe2\x80\xa9", 0), "\\u2028\\u2029");
     /* the neighbours of those ranges are shown as they are */
-    CHECK_STR(ESC("\xe2\x80\x8a", 0), "\xe2\x80\x8a");    /* U+200A */
-    CHECK_STR(ESC("\xe2\x80\xaf", 0), "\xe2\x80\xaf");    /* U+202F */
-    CHECK_STR(ESC("\xe2\x81\xa5", 0), "\xe2\x81\xa5");    /* U+2065 */
-    CHECK_STR(ESC("\xe2\x81\xaa", 0), "\xe2\x81\xaa");    /* U+206A */
-    CHECK_STR(ESC("\xd8\x9b", 0), "\xd8\x9b");            /* U+061B */
+    CHECK_STR(ESC("\xe2\x80\x8a", 0), "\xe2\x80\x8a"); /* U+200A */
+    CHECK_STR(ESC("\xe2\x80\xaf", 0), "\xe2\x80\xaf"); /* U+202F */
+    CHECK_STR(ESC("\xe2\x81\xa5", 0), "\xe2\x81\xa5"); /* U+2065 */
+    CHECK_STR(ESC("\xe2\x81\xaa", 0), "\xe2\x81\xaa"); /* U+206A */
+    CHECK_STR(ESC("\xd8\x9b", 0), "\xd8\x9b");         /* U+061B */
     /* valid multi-byte characters pass through */
     CHECK_STR(ESC("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe4\xb8\xad", 0),
               "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe4\xb8\xad");
     CHECK_STR(ESC("\xf4\x8f\xbf\xbf", 0), "\xf4\x8f\xbf\xbf"); /* U+10FFFF */
     /* a bytes value: every byte >= 0x80 as \xHH, even valid UTF-8 */
     CHECK_STR(ESC("caf\xc3\xa9", CKPT_ESCAPE_BYTES), "caf\\xc3\\xa9");
-    CHECK_STR(ESC("\"\xe2\x80\xae", CKPT_ESCAPE_BYTES | CKPT_ESCAPE_QUOTED),
-              "\\\"\\xe2\\x80\\xae");
+    CHECK_STR(ESC("\"\xe2\x80\xae", CKPT_ESCAPE_BYTES | CKPT_ESCAPE_QUOTED), "\\\"\\xe2\\x80\\xae");
 }
 
 static void test_escape_limits(void)
@@ -158,11 +156,10 @@ static void test_escape_limits(void)
         CHECK_STR(whole, "x\\u202e\\n\\xff\xc3\xa9\\\\\\\"\\x1b end \\u2028");
         joined[0] = '\0';
         while (done < n && calls < 100) {
-            size_t k = ckpt_escape(piece, sizeof piece, text + done, n - done,
-                                   (size_t)-1, CKPT_ESCAPE_QUOTED, &c);
+            size_t k = ckpt_escape(piece, sizeof piece, text + done, n - done, (size_t)-1,
+                                   CKPT_ESCAPE_QUOTED, &c);
             calls++;
-            if (c == 0)
-                break;
+            if (c == 0) break;
             memcpy(joined + jl, piece, k + 1);
             jl += k;
             done += c;
@@ -173,10 +170,10 @@ static void test_escape_limits(void)
 
     SECTION("width");
     CHECK_EQ_U64(ckpt_escape_width("abc", 3, 0), 3);
-    CHECK_EQ_U64(ckpt_escape_width("caf\xc3\xa9", 5, 0), 4);       /* é: one column */
-    CHECK_EQ_U64(ckpt_escape_width("\xe4\xb8\xad\n", 4, 0), 3);    /* 1 + "\n" */
-    CHECK_EQ_U64(ckpt_escape_width("\xe2\x80\xae", 3, 0), 6);      /* "\u202e" */
-    CHECK_EQ_U64(ckpt_escape_width("\xff", 1, 0), 4);              /* "\xff" */
+    CHECK_EQ_U64(ckpt_escape_width("caf\xc3\xa9", 5, 0), 4);    /* é: one column */
+    CHECK_EQ_U64(ckpt_escape_width("\xe4\xb8\xad\n", 4, 0), 3); /* 1 + "\n" */
+    CHECK_EQ_U64(ckpt_escape_width("\xe2\x80\xae", 3, 0), 6);   /* "\u202e" */
+    CHECK_EQ_U64(ckpt_escape_width("\xff", 1, 0), 4);           /* "\xff" */
     CHECK_EQ_U64(ckpt_escape_width("\xc3\xa9", 2, CKPT_ESCAPE_BYTES), 8);
     CHECK_EQ_U64(ckpt_escape_width("", 0, 0), 0);
 }
@@ -184,8 +181,8 @@ static void test_escape_limits(void)
 static void test_utf8_base64(void)
 {
     static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-                                      "Zm9vYmFy"};
+    static const char *const out[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     char buf[32];
     size_t i;
 
@@ -237,18 +234,14 @@ static int collect(void *ctx, const char *s, size_t n)
 {
     out *o = ctx;
     o->pieces++;
-    if (o->fail_after && (int)o->pieces >= o->fail_after)
-        return -1;
-    if (n == 0 || s[n - 1] != '\n')
-        o->pieces_end_line = 0;
+    if (o->fail_after && (int)o->pieces >= o->fail_after) return -1;
+    if (n == 0 || s[n - 1] != '\n') o->pieces_end_line = 0;
     if (o->len + n + 1 > o->cap) {
         size_t cap = o->cap ? o->cap : 4096;
         char *p;
-        while (cap < o->len + n + 1)
-            cap *= 2;
+        while (cap < o->len + n + 1) cap *= 2;
         p = realloc(o->p, cap);
-        if (!p)
-            return -1;
+        if (!p) return -1;
         o->p = p;
         o->cap = cap;
     }
@@ -267,8 +260,7 @@ static void out_init(out *o)
 /* The tree of a pickle in memory (opened with max_depth 2048 so that the
  * tree's own limit is what stops it); returns ckpt_value_to_text()'s
  * result, the text in o. */
-static int tree(const void *pkl, size_t n, const ckpt_text_options *topt, out *o,
-                ckpt_error *err)
+static int tree(const void *pkl, size_t n, const ckpt_text_options *topt, out *o, ckpt_error *err)
 {
     ckpt_options opt;
     ckpt_file *f;
@@ -308,14 +300,11 @@ static char *nested_lists(size_t n, size_t *len)
 {
     char *p = malloc(2 * n + 3), *q = p;
     size_t i;
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     *q++ = '\x80';
     *q++ = '\x02';
-    for (i = 0; i < n; i++)
-        *q++ = ']';
-    for (i = 1; i < n; i++)
-        *q++ = 'a';
+    for (i = 0; i < n; i++) *q++ = ']';
+    for (i = 1; i < n; i++) *q++ = 'a';
     *q++ = '.';
     *len = (size_t)(q - p);
     return p;
@@ -325,11 +314,11 @@ static char *nested_lists(size_t n, size_t *len)
  * dict state: the walk goes two levels per object, the tree one. */
 static char *object_chain(size_t n, size_t *len)
 {
-    static const char obj[] = "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00" "c";
+    static const char obj[] = "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
+                              "c";
     char *p = malloc(2 + n * (sizeof obj - 1) + 1 + 2 * n + 1), *q = p;
     size_t i;
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     *q++ = '\x80';
     *q++ = '\x02';
     for (i = 0; i < n; i++) {
@@ -371,7 +360,10 @@ static void test_ref_cut(void)
     ckpt_error err;
 
     SECTION("ref path cut");
-    memcpy(pkl, "\x80\x02}(X\x01\x00\x00\x00" "d", 10);
+    memcpy(pkl,
+           "\x80\x02}(X\x01\x00\x00\x00"
+           "d",
+           10);
     n = 10;
     pl = (size_t)sprintf(path, "d");
     w = (size_t)sprintf(want, "d:\n");
@@ -388,11 +380,13 @@ static void test_ref_cut(void)
         memcpy(pkl + n, key, 200);
         n += 200;
         pl += (size_t)sprintf(path + pl, ".%s", key);
-        for (d = 0; d < i; d++)
-            w += (size_t)sprintf(want + w, "  ");
+        for (d = 0; d < i; d++) w += (size_t)sprintf(want + w, "  ");
         w += (size_t)sprintf(want + w, i < 6 ? "%s:\n" : "%s: {}\n", key);
     }
-    memcpy(pkl + n, "}q\x00ssssssX\x01\x00\x00\x00" "rh\x00u.", 19);
+    memcpy(pkl + n,
+           "}q\x00ssssssX\x01\x00\x00\x00"
+           "rh\x00u.",
+           19);
     n += 19;
     CHECK(pl > 1000);
     w += (size_t)sprintf(want + w, "r: <ref %.1000s...>\n", path);
@@ -456,7 +450,8 @@ static void test_depth(void)
     CHECK_STR(err.message, "nesting deeper than 1000");
     CHECK_EQ_U64(count_lines(o.p, o.len, &last), 1001);
     CHECK_EQ_U64(last, 2000 + strlen("c: argparse.Namespace(...)\n"));
-    CHECK(o.len > 6 && memcmp(o.p, "argparse.Namespace(...)\n  c: argparse.Namespace(...)\n", 53) == 0);
+    CHECK(o.len > 6 &&
+          memcmp(o.p, "argparse.Namespace(...)\n  c: argparse.Namespace(...)\n", 53) == 0);
     free(o.p);
     free(p);
     p = object_chain(1000, &n);
@@ -543,8 +538,7 @@ static char *slurp(const char *path, size_t *n)
     FILE *fp = fopen(path, "rb");
     char *p = NULL;
     long sz;
-    if (!fp)
-        return NULL;
+    if (!fp) return NULL;
     if (fseek(fp, 0, SEEK_END) == 0 && (sz = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0 &&
         (p = malloc((size_t)sz + 1)) != NULL) {
         *n = fread(p, 1, (size_t)sz, fp);

@@ -25,10 +25,8 @@ static void on_note(void *ctx, const char *line)
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
     seen *s = ctx;
-    if (s->calls > 0 && done < s->last)
-        s->backwards = 1;
-    if (s->calls > 0 && total != s->total)
-        s->total_changed = 1;
+    if (s->calls > 0 && done < s->last) s->backwards = 1;
+    if (s->calls > 0 && total != s->total) s->total_changed = 1;
     s->calls++;
     s->last = done;
     s->total = total;

@@ -19,13 +19,15 @@
 #define SAMPLE CKPT_EXAMPLES_DIR "/sample.pt"
 
 static int globals_seen;
-static void count_global(void *ctx, const ckpt_global_ref *g) {
+static void count_global(void *ctx, const ckpt_global_ref *g)
+{
     (void)ctx;
     (void)g;
     globals_seen++;
 }
 
-static int all_bytes(const void *p, size_t n, unsigned char c) {
+static int all_bytes(const void *p, size_t n, unsigned char c)
+{
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++)
         if (b[i] != c) return 0;
@@ -33,18 +35,21 @@ static int all_bytes(const void *p, size_t n, unsigned char c) {
 }
 
 static int reader_closed;
-static int mem_read(void *opaque, uint64_t off, void *buf, size_t n) {
+static int mem_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
     (void)opaque;
     (void)off;
     memset(buf, 0, n);
     return 0;
 }
-static void mem_close(void *opaque) {
+static void mem_close(void *opaque)
+{
     (void)opaque;
     reader_closed++;
 }
 
-int main(void) {
+int main(void)
+{
     ckpt_error err;
 
     SECTION("the macro sets struct_size to the caller's sizeof");
@@ -85,7 +90,7 @@ int main(void) {
     CHECK(f != NULL);
     if (!f) fprintf(stderr, "  open: %s\n", err.message);
     CHECK_EQ_U64(f ? ckpt_tensor_count(f) : 0, ntensors); /* no key, tensors named */
-    CHECK_EQ_INT(globals_seen, 0);                          /* on_global not called */
+    CHECK_EQ_INT(globals_seen, 0);                        /* on_global not called */
     ckpt_close(f);
     /* the same values inside the full layout do take effect */
     memcpy(&full, &o, sizeof o);

@@ -23,7 +23,8 @@ typedef struct sbuf {
     int fail; /* return -1 from the first call */
 } sbuf;
 
-static int sb_write(void *ctx, const char *s, size_t n) {
+static int sb_write(void *ctx, const char *s, size_t n)
+{
     sbuf *b = ctx;
     b->calls++;
     if (b->fail) return -1;
@@ -42,7 +43,8 @@ static int sb_write(void *ctx, const char *s, size_t n) {
 }
 
 /* JSON of v (NULL: the root) with `indent`; "(failed: message)" on failure. */
-static char *json_of(const ckpt_file *f, const ckpt_value *v, int indent) {
+static char *json_of(const ckpt_file *f, const ckpt_value *v, int indent)
+{
     sbuf b = {0};
     ckpt_error err;
     memset(&err, 0, sizeof err);
@@ -57,7 +59,9 @@ static char *json_of(const ckpt_file *f, const ckpt_value *v, int indent) {
 }
 
 /* Open a plain pickle and compare its root's compact JSON. */
-static void check_json_(const void *pkl, size_t n, const char *want, int indent, const char *file, int line) {
+static void check_json_(const void *pkl, size_t n, const char *want, int indent, const char *file,
+                        int line)
+{
     ckpt_error err;
     memset(&err, 0, sizeof err);
     ckpt_file *f = ckpt_open_memory(pkl, n, NULL, &err);
@@ -78,10 +82,12 @@ static void check_json_(const void *pkl, size_t n, const char *want, int indent,
 }
 #define CHECK_JSON_BB(b, want) check_json_((b)->p, (b)->n, (want), 0, __FILE__, __LINE__)
 #define CHECK_JSON_LIT(s, want) check_json_((s), sizeof(s) - 1, (want), 0, __FILE__, __LINE__)
-#define CHECK_JSON_PRETTY(b, want, ind) check_json_((b)->p, (b)->n, (want), (ind), __FILE__, __LINE__)
+#define CHECK_JSON_PRETTY(b, want, ind)                                                            \
+    check_json_((b)->p, (b)->n, (want), (ind), __FILE__, __LINE__)
 
 /* A pickle of one BINFLOAT. */
-static void float_pickle(bb *b, double d) {
+static void float_pickle(bb *b, double d)
+{
     uint64_t u;
     memcpy(&u, &d, 8);
     b->n = 0;
@@ -92,14 +98,16 @@ static void float_pickle(bb *b, double d) {
 }
 
 /* A pickle of one BINUNICODE (raw bytes, not checked by the machine). */
-static void str_pickle(bb *b, const char *s, size_t n) {
+static void str_pickle(bb *b, const char *s, size_t n)
+{
     b->n = 0;
     pk_proto(b, 2);
     pk_strn(b, s, n);
     pk_stop(b);
 }
 
-static void bytes_pickle(bb *b, const char *s, size_t n) {
+static void bytes_pickle(bb *b, const char *s, size_t n)
+{
     b->n = 0;
     pk_proto(b, 3);
     bb_u8(b, 'C');
@@ -110,7 +118,8 @@ static void bytes_pickle(bb *b, const char *s, size_t n) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_scalars(void) {
+static void test_scalars(void)
+{
     SECTION("json scalars");
     CHECK_JSON_LIT("\x80\x02N.", "null");
     CHECK_JSON_LIT("\x80\x02\x88.", "true");
@@ -121,11 +130,13 @@ static void test_scalars(void) {
     SECTION("json big ints");
     CHECK_JSON_LIT("\x80\x02\x8a\x0d\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10.",
                    "1267650600228229401496703205376");
-    CHECK_JSON_LIT("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0.", "-1180591620717411303424");
+    CHECK_JSON_LIT("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0.",
+                   "-1180591620717411303424");
     CHECK_JSON_LIT("L123456789012345678901234567890L\n.", "123456789012345678901234567890");
 }
 
-static void test_floats(void) {
+static void test_floats(void)
+{
     SECTION("json floats");
     static const struct {
         double d;
@@ -168,7 +179,8 @@ static void test_floats(void) {
     bb_free(&b);
 }
 
-static void test_strings(void) {
+static void test_strings(void)
+{
     SECTION("json strings");
     bb b = {0};
     str_pickle(&b, "plain", 5);
@@ -223,22 +235,37 @@ static void test_strings(void) {
     bb_free(&b);
 }
 
-static void test_containers(void) {
+static void test_containers(void)
+{
     SECTION("json containers");
     /* {'a': [1, (2, 3)], 'b': {}, 'c': [], 'd': {4}, 'e': ()} */
-    CHECK_JSON_LIT("\x80\x04}(\x8c\x01" "a]K\x01" "aK\x02K\x03\x86" "a\x8c\x01" "b}\x8c\x01" "c]\x8c\x01"
-                   "d\x8f(K\x04\x90\x8c\x01" "e)u.",
+    CHECK_JSON_LIT("\x80\x04}(\x8c\x01"
+                   "a]K\x01"
+                   "aK\x02K\x03\x86"
+                   "a\x8c\x01"
+                   "b}\x8c\x01"
+                   "c]\x8c\x01"
+                   "d\x8f(K\x04\x90\x8c\x01"
+                   "e)u.",
                    "{\"a\":[1,[2,3]],\"b\":{},\"c\":[],\"d\":[4],\"e\":[]}");
     /* OrderedDict: an object with string keys, whatever its class */
-    CHECK_JSON_LIT("\x80\x02" "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00xK\x01X\x01\x00\x00\x00yK\x02u.",
+    CHECK_JSON_LIT("\x80\x02"
+                   "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00xK\x01X\x01\x00\x00\x00yK\x02u.",
                    "{\"x\":1,\"y\":2}");
 
     SECTION("json keys");
     /* {1: 'a', None: 'b', (1, 'x'): 'c', True: 'd', 1.5: 'e', b'k': 'f', 2**64: 'g', ('q',): 'h'} */
-    CHECK_JSON_LIT("\x80\x03}(K\x01\x8c\x01" "aN\x8c\x01" "bK\x01\x8c\x01x\x86\x8c\x01" "c\x88\x8c\x01" "d"
-                   "G\x3f\xf8\x00\x00\x00\x00\x00\x00\x8c\x01" "eC\x01k\x8c\x01" "f"
+    CHECK_JSON_LIT("\x80\x03}(K\x01\x8c\x01"
+                   "aN\x8c\x01"
+                   "bK\x01\x8c\x01x\x86\x8c\x01"
+                   "c\x88\x8c\x01"
+                   "d"
+                   "G\x3f\xf8\x00\x00\x00\x00\x00\x00\x8c\x01"
+                   "eC\x01k\x8c\x01"
+                   "f"
                    "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x01g\x8c\x01q\x85\x8c\x01hu.",
-                   "{\"1\":\"a\",\"None\":\"b\",\"(1, 'x')\":\"c\",\"True\":\"d\",\"1.5\":\"e\",\"b'k'\":\"f\","
+                   "{\"1\":\"a\",\"None\":\"b\",\"(1, "
+                   "'x')\":\"c\",\"True\":\"d\",\"1.5\":\"e\",\"b'k'\":\"f\","
                    "\"18446744073709551616\":\"g\",\"('q',)\":\"h\"}");
     /* a key that has no text: its index */
     CHECK_JSON_LIT("\x80\x02}(K\x01K\x02]K\x03u.", "{\"1\":2,\"#1\":3}");
@@ -246,60 +273,89 @@ static void test_containers(void) {
     CHECK_JSON_LIT("\x80\x02}X\x03\x00\x00\x00it'\x85K\x01s.", "{\"(\\\"it'\\\",)\":1}");
 }
 
-static void test_refs(void) {
+static void test_refs(void)
+{
     SECTION("json shared references");
     /* L = [1]; [L, L] */
-    CHECK_JSON_LIT("\x80\x02]K\x01" "a2\x86.", "[[1],{\"$ref\":\"0\"}]");
+    CHECK_JSON_LIT("\x80\x02]K\x01"
+                   "a2\x86.",
+                   "[[1],{\"$ref\":\"0\"}]");
     /* {'x': L, 'y': {'z': L}} */
-    CHECK_JSON_LIT("\x80\x02}(X\x01\x00\x00\x00x]q\x00K\x01" "aX\x01\x00\x00\x00y}X\x01\x00\x00\x00zh\x00su.",
+    CHECK_JSON_LIT("\x80\x02}(X\x01\x00\x00\x00x]q\x00K\x01"
+                   "aX\x01\x00\x00\x00y}X\x01\x00\x00\x00zh\x00su.",
                    "{\"x\":[1],\"y\":{\"z\":{\"$ref\":\"x\"}}}");
     /* [{'k': L}, L]: the path of the first occurrence */
-    CHECK_JSON_LIT("\x80\x02(}X\x01\x00\x00\x00k]q\x00K\x01" "ash\x00l.", "[{\"k\":[1]},{\"$ref\":\"0.k\"}]");
+    CHECK_JSON_LIT("\x80\x02(}X\x01\x00\x00\x00k]q\x00K\x01"
+                   "ash\x00l.",
+                   "[{\"k\":[1]},{\"$ref\":\"0.k\"}]");
     /* shared scalars and strings are written again, not as $ref */
     CHECK_JSON_LIT("\x80\x02X\x01\x00\x00\x00sq\x00h\x00\x86.", "[\"s\",\"s\"]");
 
     SECTION("json cycles");
     /* L = []; L.append(L) */
-    CHECK_JSON_LIT("\x80\x02]q\x00h\x00" "a.", "[{\"$ref\":\"\"}]");
+    CHECK_JSON_LIT("\x80\x02]q\x00h\x00"
+                   "a.",
+                   "[{\"$ref\":\"\"}]");
     /* d = {}; d['k'] = d */
     CHECK_JSON_LIT("\x80\x02}q\x00X\x01\x00\x00\x00kh\x00s.", "{\"k\":{\"$ref\":\"\"}}");
     /* a = []; b = [a]; a.append(b) */
-    CHECK_JSON_LIT("\x80\x02]q\x00]q\x01h\x00" "a0h\x01" "a.", "[[{\"$ref\":\"\"}]]");
+    CHECK_JSON_LIT("\x80\x02]q\x00]q\x01h\x00"
+                   "a0h\x01"
+                   "a.",
+                   "[[{\"$ref\":\"\"}]]");
 }
 
-static void test_objects(void) {
+static void test_objects(void)
+{
     SECTION("json objects and globals");
     /* foo.Bar(1) with state {'a': 1} */
-    CHECK_JSON_LIT("\x80\x02" "cfoo\nBar\nK\x01\x85R}X\x01\x00\x00\x00" "aK\x01sb.",
+    CHECK_JSON_LIT("\x80\x02"
+                   "cfoo\nBar\nK\x01\x85R}X\x01\x00\x00\x00"
+                   "aK\x01sb.",
                    "{\"$object\":\"foo.Bar\",\"args\":[1],\"state\":{\"a\":1}}");
     /* NEWOBJ foo.Baz() with an item and a list entry */
-    CHECK_JSON_LIT("\x80\x02" "cfoo\nBaz\n)\x81X\x01\x00\x00\x00kK\x05sK\x06" "a.",
+    CHECK_JSON_LIT("\x80\x02"
+                   "cfoo\nBaz\n)\x81X\x01\x00\x00\x00kK\x05sK\x06"
+                   "a.",
                    "{\"$object\":\"foo.Baz\",\"args\":[],\"items\":{\"k\":5},\"list\":[6]}");
     /* an object whose state holds itself */
-    CHECK_JSON_LIT("\x80\x02" "cfoo\nBar\n)Rq\x00}X\x02\x00\x00\x00meh\x00sb.",
+    CHECK_JSON_LIT("\x80\x02"
+                   "cfoo\nBar\n)Rq\x00}X\x02\x00\x00\x00meh\x00sb.",
                    "{\"$object\":\"foo.Bar\",\"args\":[],\"state\":{\"me\":{\"$ref\":\"\"}}}");
     /* a shared object reached through another object's args */
-    CHECK_JSON_LIT("\x80\x02(cfoo\nA\n)Rq\x00" "cfoo\nB\nh\x00\x85Rl.",
-                   "[{\"$object\":\"foo.A\",\"args\":[]},{\"$object\":\"foo.B\",\"args\":[{\"$ref\":\"0\"}]}]");
-    CHECK_JSON_LIT("\x80\x02" "cos\nsystem\n.", "{\"$global\":\"os.system\"}");
+    CHECK_JSON_LIT("\x80\x02(cfoo\nA\n)Rq\x00"
+                   "cfoo\nB\nh\x00\x85Rl.",
+                   "[{\"$object\":\"foo.A\",\"args\":[]},{\"$object\":\"foo.B\",\"args\":[{\"$"
+                   "ref\":\"0\"}]}]");
+    CHECK_JSON_LIT("\x80\x02"
+                   "cos\nsystem\n.",
+                   "{\"$global\":\"os.system\"}");
     CHECK_JSON_LIT("c__builtin__\neval\n.", "{\"$global\":\"builtins.eval\"}");
 }
 
-static void test_pretty(void) {
+static void test_pretty(void)
+{
     SECTION("json indent");
     bb b = {0};
-    LIT(&b, "\x80\x02}(X\x01\x00\x00\x00" "a](K\x01K\x02" "eX\x01\x00\x00\x00" "b}X\x01\x00\x00\x00" "c]u.");
+    LIT(&b, "\x80\x02}(X\x01\x00\x00\x00"
+            "a](K\x01K\x02"
+            "eX\x01\x00\x00\x00"
+            "b}X\x01\x00\x00\x00"
+            "c]u.");
     CHECK_JSON_PRETTY(&b, "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {},\n  \"c\": []\n}", 2);
-    CHECK_JSON_PRETTY(&b, "{\n    \"a\": [\n        1,\n        2\n    ],\n    \"b\": {},\n    \"c\": []\n}", 4);
+    CHECK_JSON_PRETTY(
+        &b, "{\n    \"a\": [\n        1,\n        2\n    ],\n    \"b\": {},\n    \"c\": []\n}", 4);
     CHECK_JSON_PRETTY(&b, "{\"a\":[1,2],\"b\":{},\"c\":[]}", 0);
     b.n = 0;
-    LIT(&b, "\x80\x02]q\x00h\x00" "aC\x01z\x86.");
+    LIT(&b, "\x80\x02]q\x00h\x00"
+            "aC\x01z\x86.");
     CHECK_JSON_PRETTY(&b, "[\n  [\n    {\"$ref\": \"0\"}\n  ],\n  {\"$bytes\": \"eg==\"}\n]", 2);
     bb_free(&b);
 }
 
 /* Tensors from a ZIP archive; a sub-value; a failing writer. */
-static void test_tensors_and_api(void) {
+static void test_tensors_and_api(void)
+{
     SECTION("json tensors");
     bb p = {0};
     float d[6] = {1, 2, 3, 4, 5, 6};
@@ -331,7 +387,8 @@ static void test_tensors_and_api(void) {
     if (f) {
         char *j = json_of(f, NULL, 0);
         CHECK_STR(j, "{\"w\":{\"$tensor\":\"w\",\"dtype\":\"float32\",\"shape\":[2,3]},"
-                     "\"s\":{\"$tensor\":\"s\",\"dtype\":\"float32\",\"shape\":[]},\"meta\":{\"lr\":0.001}}");
+                     "\"s\":{\"$tensor\":\"s\",\"dtype\":\"float32\",\"shape\":[]},\"meta\":{"
+                     "\"lr\":0.001}}");
         free(j);
         /* a sub-value */
         j = json_of(f, ckpt_value_get(ckpt_root(f), "meta"), 0);
@@ -383,7 +440,8 @@ static void test_tensors_and_api(void) {
 }
 
 /* A big output goes through the writer in several calls, unchanged. */
-static void test_large(void) {
+static void test_large(void)
+{
     SECTION("json: large output");
     bb p = {0};
     pk_proto(&p, 2);
@@ -416,7 +474,8 @@ static void test_large(void) {
     bb_free(&p);
 }
 
-int main(void) {
+int main(void)
+{
     test_scalars();
     test_floats();
     test_strings();

@@ -12,11 +12,10 @@
 #include "harness.h"
 #include "build.h"
 
-
-
 /* A legacy tensor: _rebuild_tensor_v2 over a 6-field storage id. */
-static void lg_tensor(bb *p, const char *cls, const char *key, int64_t numel, const pk_view *view, int64_t off,
-                      int nd, const int64_t *shape, const int64_t *stride) {
+static void lg_tensor(bb *p, const char *cls, const char *key, int64_t numel, const pk_view *view,
+                      int64_t off, int nd, const int64_t *shape, const int64_t *stride)
+{
     pk_v2_begin(p);
     pk_storage_pid_ex(p, "torch", cls, key, "cpu", numel, 1, view);
     pk_v2_end(p, off, nd, shape, stride, 0);
@@ -26,15 +25,15 @@ static void lg_tensor(bb *p, const char *cls, const char *key, int64_t numel, co
 /* The fixture                                                                */
 /* ------------------------------------------------------------------------ */
 
-static float R[10];       /* root storage "140000": FloatStorage of 10 */
+static float R[10];                       /* root storage "140000": FloatStorage of 10 */
 static int64_t L[3] = {-5, 1LL << 40, 7}; /* "140001": LongStorage of 3 */
 
 typedef struct lg_opts {
-    int64_t count0;      /* element count written for "140000" (10) */
-    int list_second;     /* list "140001" in the key list */
-    size_t cut;          /* bytes cut off the end */
-    int64_t view_off;    /* the view "140002" of the root: (view_off, 4) */
-    size_t pad;          /* a string of this many bytes in the object (after 'a' and 'b') */
+    int64_t count0;   /* element count written for "140000" (10) */
+    int list_second;  /* list "140001" in the key list */
+    size_t cut;       /* bytes cut off the end */
+    int64_t view_off; /* the view "140002" of the root: (view_off, 4) */
+    size_t pad;       /* a string of this many bytes in the object (after 'a' and 'b') */
 } lg_opts;
 
 /* Offsets in the built stream. */
@@ -43,7 +42,8 @@ typedef struct lg_layout {
     size_t persid_second; /* the first BINPERSID that names "140001" */
 } lg_layout;
 
-static void fixture(bb *b, const lg_opts *o, lg_layout *lay) {
+static void fixture(bb *b, const lg_opts *o, lg_layout *lay)
+{
     for (int i = 0; i < 10; i++) R[i] = 1.25f * (float)i;
     memset(lay, 0, sizeof *lay);
     lg_header(b);
@@ -107,7 +107,8 @@ static void fixture(bb *b, const lg_opts *o, lg_layout *lay) {
 
 static const lg_opts GOOD = {10, 1, 0, 3, 0};
 
-static void test_good(void) {
+static void test_good(void)
+{
     SECTION("legacy stream");
     bb b = {0};
     lg_layout lay;
@@ -143,7 +144,8 @@ static void test_good(void) {
         CHECK_MEM(got, R, 40);
         CHECK(ckpt_tensor_data(f, t, &err) == b.p + lay.data0);
         const ckpt_storage *s = ckpt_storage_at(f, t->storage);
-        CHECK(s && strcmp(s->key, "140000") == 0 && s->nbytes == 40 && s->file_offset == (int64_t)lay.data0);
+        CHECK(s && strcmp(s->key, "140000") == 0 && s->nbytes == 40 &&
+              s->file_offset == (int64_t)lay.data0);
     }
     /* the view "140002" = root elements 3..6; b = view[1:3] = root 4, 5 */
     t = ckpt_find(f, "b");
@@ -208,7 +210,8 @@ static void test_good(void) {
     bb_free(&b);
 }
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     bb b = {0};
     lg_layout lay;
     lg_opts o;
@@ -305,7 +308,8 @@ static void test_errors(void) {
 /* BUILD of their __dict__, named by state_dict() rules                       */
 /* ------------------------------------------------------------------------ */
 
-static void module_begin(bb *p, const char *cls) {
+static void module_begin(bb *p, const char *cls)
+{
     /* persistent id ('module', <class>, 'model.py', 'class X: ...') */
     pk_mark(p);
     pk_str(p, "module");
@@ -321,12 +325,14 @@ static void module_begin(bb *p, const char *cls) {
     pk_str(p, "training");
     pk_bool(p, 1);
 }
-static void module_end(bb *p) {
+static void module_end(bb *p)
+{
     pk_setitems(p);
     pk_build(p);
 }
 
-static void test_full_model(void) {
+static void test_full_model(void)
+{
     SECTION("full model");
     float w[4] = {1, 2, 3, 4}, rm[2] = {5, 6}, tmp[1] = {7}, sw[3] = {8, 9, 10};
     int64_t s4[1] = {4}, s2[1] = {2}, s1[1] = {1}, s3[1] = {3}, one[1] = {1};
@@ -386,7 +392,8 @@ static void test_full_model(void) {
     ckpt_file *f = OPEN_OK(&b, NULL);
     if (f) {
         CHECK_EQ_INT(ckpt_tensor_count(f), 3);
-        const ckpt_tensor *t0 = ckpt_tensor_at(f, 0), *t1 = ckpt_tensor_at(f, 1), *t2 = ckpt_tensor_at(f, 2);
+        const ckpt_tensor *t0 = ckpt_tensor_at(f, 0), *t1 = ckpt_tensor_at(f, 1),
+                          *t2 = ckpt_tensor_at(f, 2);
         CHECK(t0 && strcmp(t0->name, "weight") == 0);
         CHECK(t1 && strcmp(t1->name, "running_mean") == 0);
         CHECK(t2 && strcmp(t2->name, "sub.w") == 0);
@@ -399,16 +406,19 @@ static void test_full_model(void) {
         const ckpt_value *r = ckpt_root(f);
         CHECK_EQ_INT(ckpt_value_kind(r), CKPT_V_OBJECT);
         CHECK_STR(ckpt_value_class(r), "__main__.Net");
-        CHECK_EQ_INT(ckpt_value_kind(ckpt_value_get(ckpt_object_state(r), "_parameters")), CKPT_V_DICT);
-        CHECK_EQ_INT(ckpt_value_kind(ckpt_value_get(ckpt_object_state(r), "_non_persistent_buffers_set")),
-                     CKPT_V_SET);
+        CHECK_EQ_INT(ckpt_value_kind(ckpt_value_get(ckpt_object_state(r), "_parameters")),
+                     CKPT_V_DICT);
+        CHECK_EQ_INT(
+            ckpt_value_kind(ckpt_value_get(ckpt_object_state(r), "_non_persistent_buffers_set")),
+            CKPT_V_SET);
         ckpt_close(f);
     }
     bb_free(&b);
 }
 
 /* The stream through a file with mmap: zero-copy pointers into the mapping. */
-static void test_through_file(void) {
+static void test_through_file(void)
+{
     SECTION("legacy through ckpt_open");
     bb b = {0};
     lg_layout lay;
@@ -479,7 +489,8 @@ static void test_through_file(void) {
             const ckpt_tensor *a = ckpt_tensor_at(fm, i), *c = ckpt_tensor_at(f, i);
             CHECK(c && strcmp(a->name, c->name) == 0 && a->file_offset == c->file_offset);
             uint8_t x[64], y[64];
-            CHECK(c && ckpt_tensor_read(fm, a, x, sizeof x, NULL) == 0 && ckpt_tensor_read(f, c, y, sizeof y, NULL) == 0);
+            CHECK(c && ckpt_tensor_read(fm, a, x, sizeof x, NULL) == 0 &&
+                  ckpt_tensor_read(f, c, y, sizeof y, NULL) == 0);
             CHECK_MEM(x, y, (size_t)a->nbytes);
         }
         size_t n = 0;
@@ -492,7 +503,8 @@ static void test_through_file(void) {
     bb_free(&b);
 }
 
-int main(void) {
+int main(void)
+{
     test_good();
     test_errors();
     test_full_model();

@@ -14,14 +14,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            failures++;                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 
 /* ---- a byte buffer --------------------------------------------------- */
@@ -31,7 +31,8 @@ typedef struct buf {
     size_t n, cap;
 } buf;
 
-static void put(buf *b, const void *s, size_t n) {
+static void put(buf *b, const void *s, size_t n)
+{
     if (b->cap - b->n < n) {
         size_t c = b->cap ? b->cap : 256;
         while (c - b->n < n) c *= 2;
@@ -42,22 +43,29 @@ static void put(buf *b, const void *s, size_t n) {
     memcpy(b->p + b->n, s, n);
     b->n += n;
 }
-static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(buf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
 #define PUTL(b, lit) put(b, lit, sizeof lit - 1) /* a literal that may hold NUL bytes */
-static void putc_(buf *b, int c) {
+static void putc_(buf *b, int c)
+{
     uint8_t x = (uint8_t)c;
     put(b, &x, 1);
 }
-static void rep(buf *b, const char *s, int n) {
+static void rep(buf *b, const char *s, int n)
+{
     for (int i = 0; i < n; i++) puts_(b, s);
 }
-static void uni(buf *b, const char *s) { /* BINUNICODE */
+static void uni(buf *b, const char *s)
+{ /* BINUNICODE */
     uint32_t n = (uint32_t)strlen(s);
     uint8_t h[5] = {'X', (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
     put(b, h, 5);
     put(b, s, n);
 }
-static void bint(buf *b, int v) { /* BININT1 / BININT2 */
+static void bint(buf *b, int v)
+{ /* BININT1 / BININT2 */
     if (v < 256) {
         putc_(b, 'K');
         putc_(b, v);
@@ -71,12 +79,14 @@ static void bint(buf *b, int v) { /* BININT1 / BININT2 */
 /* ---- running ----------------------------------------------------------- */
 
 /* Open, read every tensor, write JSON: the first error's code, or CKPT_OK. */
-static int sink(void *ctx, const char *s, size_t n) {
+static int sink(void *ctx, const char *s, size_t n)
+{
     (void)ctx, (void)s, (void)n;
     return 0;
 }
 
-static ckpt_code run(const buf *b, const ckpt_options *opt, ckpt_error *err, size_t *ntensors) {
+static ckpt_code run(const buf *b, const ckpt_options *opt, ckpt_error *err, size_t *ntensors)
+{
     memset(err, 0, sizeof *err);
     ckpt_file *f = ckpt_open_memory(b->p, b->n, opt, err);
     if (ntensors) *ntensors = 0;
@@ -97,24 +107,32 @@ static ckpt_code run(const buf *b, const ckpt_options *opt, ckpt_error *err, siz
     return code;
 }
 
-static void expect(const char *what, const buf *b, const ckpt_options *opt, ckpt_code want, const char *sub) {
+static void expect(const char *what, const buf *b, const ckpt_options *opt, ckpt_code want,
+                   const char *sub)
+{
     ckpt_error err;
     ckpt_code got = run(b, opt, &err, NULL);
-    CHECK(got == want, "%s: expected %s, got %s: %s", what, ckpt_code_name(want), ckpt_code_name(got),
-          got ? err.message : "");
-    if (got == want && sub) CHECK(strstr(err.message, sub) != NULL, "%s: message '%s' lacks '%s'", what, err.message, sub);
+    CHECK(got == want, "%s: expected %s, got %s: %s", what, ckpt_code_name(want),
+          ckpt_code_name(got), got ? err.message : "");
+    if (got == want && sub)
+        CHECK(strstr(err.message, sub) != NULL, "%s: message '%s' lacks '%s'", what, err.message,
+              sub);
 }
 
 /* ---- files ------------------------------------------------------------- */
 
-static const char LEGACY_PREFIX[] =
-    "\x80\x02\x8a\x0al\xfc\x9c\x46\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.\x80\x02}q\x00(X\x10\x00\x00\x00"
-    "protocol_versionq\x01M\xe9\x03X\x0d\x00\x00\x00little_endianq\x02\x88X\x0a\x00\x00\x00type_sizesq\x03"
-    "}q\x04(X\x05\x00\x00\x00shortq\x05K\x02X\x03\x00\x00\x00intq\x06K\x04X\x04\x00\x00\x00longq\x07K\x04uu.";
+static const char LEGACY_PREFIX[] = "\x80\x02\x8a\x0al\xfc\x9c\x46\xf9 "
+                                    "j\xa8P\x19.\x80\x02M\xe9\x03.\x80\x02}q\x00(X\x10\x00\x00\x00"
+                                    "protocol_versionq\x01M\xe9\x03X\x0d\x00\x00\x00little_"
+                                    "endianq\x02\x88X\x0a\x00\x00\x00type_sizesq\x03"
+                                    "}q\x04("
+                                    "X\x05\x00\x00\x00shortq\x05K\x02X\x03\x00\x00\x00intq\x06K\x04"
+                                    "X\x04\x00\x00\x00longq\x07K\x04uu.";
 
 /* A legacy stream: `ntensors` float tensors "t0".. of rank `rank` (all
  * dims 1 but the last, `numel`), each over its own storage. */
-static void legacy(buf *b, int ntensors, int rank, int numel) {
+static void legacy(buf *b, int ntensors, int rank, int numel)
+{
     put(b, LEGACY_PREFIX, sizeof LEGACY_PREFIX - 1);
     puts_(b, "\x80\x02}(");
     for (int k = 0; k < ntensors; k++) {
@@ -150,7 +168,8 @@ static void legacy(buf *b, int ntensors, int rank, int numel) {
 
 /* ---- a TAR with many tiny pickles, read through a counting reader ------ */
 
-static void tar_header(buf *b, const char *name, size_t size) {
+static void tar_header(buf *b, const char *name, size_t size)
+{
     uint8_t h[512];
     memset(h, 0, sizeof h);
     snprintf((char *)h, 100, "%s", name);
@@ -170,7 +189,8 @@ static void tar_header(buf *b, const char *name, size_t size) {
     put(b, h, 512);
 }
 
-static void tar_member(buf *b, const char *name, const buf *m) {
+static void tar_member(buf *b, const char *name, const buf *m)
+{
     static const uint8_t zero[512];
     tar_header(b, name, m->n);
     put(b, m->p, m->n);
@@ -182,7 +202,8 @@ typedef struct counting {
     uint64_t bytes;
 } counting;
 
-static int counting_read(void *opaque, uint64_t off, void *dst, size_t n) {
+static int counting_read(void *opaque, uint64_t off, void *dst, size_t n)
+{
     counting *c = opaque;
     if (off > c->b->n || n > c->b->n - off) return -1;
     memcpy(dst, c->b->p + off, n);
@@ -192,7 +213,8 @@ static int counting_read(void *opaque, uint64_t off, void *dst, size_t n) {
 
 /* 20000 empty storages: 20001 pickles in one member.  Reading them through
  * a reader must cost about the member's size, not 20000 x a big window. */
-static void linear_reads(void) {
+static void linear_reads(void)
+{
     buf st = {0}, te = {0}, pk = {0}, si = {0}, tar = {0};
     int n = 20000;
     PUTL(&st, "\x80\x02M");
@@ -220,18 +242,23 @@ static void linear_reads(void) {
     ckpt_error err;
     ckpt_file *f = ckpt_open_reader(&rd, NULL, &err);
     CHECK(f != NULL, "TAR of 20000 storages: %s", err.message);
-    CHECK(ckpt_storage_count(f) == (size_t)n, "TAR of 20000 storages: %zu storages", ckpt_storage_count(f));
-    CHECK(c.bytes < 64 * (uint64_t)tar.n, "TAR of %zu bytes read %llu bytes through the reader", tar.n,
-          (unsigned long long)c.bytes);
+    CHECK(ckpt_storage_count(f) == (size_t)n, "TAR of 20000 storages: %zu storages",
+          ckpt_storage_count(f));
+    CHECK(c.bytes < 64 * (uint64_t)tar.n, "TAR of %zu bytes read %llu bytes through the reader",
+          tar.n, (unsigned long long)c.bytes);
     ckpt_close(f);
     free(st.p), free(te.p), free(pk.p), free(si.p), free(tar.p);
 }
 
-static void reset(buf *b) { b->n = 0; }
+static void reset(buf *b)
+{
+    b->n = 0;
+}
 
 /* ---- max_tensor_bytes is checked on reading, not at open ---------------- */
 
-static void bint4(buf *b, uint32_t v) { /* BININT */
+static void bint4(buf *b, uint32_t v)
+{ /* BININT */
     uint8_t h[5] = {'J', (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     put(b, h, 5);
 }
@@ -242,7 +269,8 @@ typedef struct virtual_file {
     uint64_t size;
 } virtual_file;
 
-static int virtual_read(void *opaque, uint64_t off, void *dst, size_t n) {
+static int virtual_read(void *opaque, uint64_t off, void *dst, size_t n)
+{
     const virtual_file *v = opaque;
     if (off > v->size || n > v->size - off) return -1;
     size_t k = off < v->head->n ? (size_t)(v->head->n - off < n ? v->head->n - off : n) : 0;
@@ -253,7 +281,8 @@ static int virtual_read(void *opaque, uint64_t off, void *dst, size_t n) {
 
 /* A legacy stream with "small" (4 floats) and "big" (an int64 tensor of
  * 11 GiB whose bytes are the zeros after `b`); returns the file's size. */
-static uint64_t legacy_big(buf *b) {
+static uint64_t legacy_big(buf *b)
+{
     const uint32_t big = (uint32_t)((11ull << 30) / 8);
     put(b, LEGACY_PREFIX, sizeof LEGACY_PREFIX - 1);
     puts_(b, "\x80\x02}(");
@@ -279,12 +308,14 @@ static uint64_t legacy_big(buf *b) {
     puts_(b, "e.");
     put(b, "\x04\0\0\0\0\0\0\0", 8);
     for (int i = 0; i < 4; i++) PUTL(b, "\0\0\x80\x3f");
-    uint8_t cnt[8] = {(uint8_t)big, (uint8_t)(big >> 8), (uint8_t)(big >> 16), (uint8_t)(big >> 24)};
+    uint8_t cnt[8] = {(uint8_t)big, (uint8_t)(big >> 8), (uint8_t)(big >> 16),
+                      (uint8_t)(big >> 24)};
     put(b, cnt, 8);
     return b->n + (uint64_t)big * 8;
 }
 
-static void tensor_bytes_on_read(void) {
+static void tensor_bytes_on_read(void)
+{
     buf b = {0};
     ckpt_options opt;
     ckpt_error err;
@@ -302,17 +333,20 @@ static void tensor_bytes_on_read(void) {
         const ckpt_tensor *s = ckpt_find(f, "small"), *t = ckpt_find(f, "big");
         ckpt_info info;
         ckpt_get_info(f, &info);
-        CHECK(ckpt_tensor_count(f) == 2 && s && t && t->nbytes == 11ull << 30 && info.total_bytes == (11ull << 30) + 16,
+        CHECK(ckpt_tensor_count(f) == 2 && s && t && t->nbytes == 11ull << 30 &&
+                  info.total_bytes == (11ull << 30) + 16,
               "the 11 GiB tensor lists: %zu tensors", ckpt_tensor_count(f));
         CHECK(s && ckpt_tensor_read(f, s, small, sizeof small, &err) == 0 && small[3] == 1.0f,
               "the small tensor reads: %s", err.message);
         memset(&err, 0, sizeof err);
-        CHECK(t && ckpt_tensor_read_range(f, t, 0, chunk, sizeof chunk, &err) != 0 && err.code == CKPT_E_LIMIT &&
+        CHECK(t && ckpt_tensor_read_range(f, t, 0, chunk, sizeof chunk, &err) != 0 &&
+                  err.code == CKPT_E_LIMIT &&
                   strstr(err.message, "tensor size limit of 10 GiB (max_tensor_bytes)") &&
                   strstr(err.message, "'big'"),
               "reading 11 GiB at the default limit: %s %s", ckpt_code_name(err.code), err.message);
         memset(&err, 0, sizeof err);
-        CHECK(t && ckpt_tensor_read(f, t, chunk, sizeof chunk, &err) != 0 && err.code == CKPT_E_LIMIT,
+        CHECK(t && ckpt_tensor_read(f, t, chunk, sizeof chunk, &err) != 0 &&
+                  err.code == CKPT_E_LIMIT,
               "ckpt_tensor_read of 11 GiB: the limit, before the buffer: %s", err.message);
         ckpt_close(f);
     }
@@ -324,9 +358,10 @@ static void tensor_bytes_on_read(void) {
     if (f) {
         const ckpt_tensor *t = ckpt_find(f, "big");
         memset(chunk, 0xff, sizeof chunk);
-        CHECK(t && ckpt_tensor_read_range(f, t, (11ull << 30) - 16, chunk, sizeof chunk, &err) == 0 &&
-                  chunk[0] == 0 && chunk[15] == 0,
-              "reading 11 GiB under a 12 GiB limit: %s", err.message);
+        CHECK(
+            t && ckpt_tensor_read_range(f, t, (11ull << 30) - 16, chunk, sizeof chunk, &err) == 0 &&
+                chunk[0] == 0 && chunk[15] == 0,
+            "reading 11 GiB under a 12 GiB limit: %s", err.message);
         ckpt_close(f);
     }
 
@@ -338,13 +373,15 @@ static void tensor_bytes_on_read(void) {
     opt.max_tensor_bytes = 63;
     memset(&err, 0, sizeof err);
     f = ckpt_open_memory(b.p, b.n, &opt, &err);
-    CHECK(f != NULL && ckpt_tensor_count(f) == 2, "64-byte tensors under a 63-byte limit list: %s", err.message);
+    CHECK(f != NULL && ckpt_tensor_count(f) == 2, "64-byte tensors under a 63-byte limit list: %s",
+          err.message);
     if (f) {
         const ckpt_tensor *t = ckpt_tensor_at(f, 0);
         float all[16];
         memset(&err, 0, sizeof err);
         CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) != 0 && err.code == CKPT_E_LIMIT &&
-                  strstr(err.message, "tensor 't0' of 64 bytes exceeds the tensor size limit of 63 bytes (max_tensor_bytes)"),
+                  strstr(err.message, "tensor 't0' of 64 bytes exceeds the tensor size limit of 63 "
+                                      "bytes (max_tensor_bytes)"),
               "ckpt_tensor_read: %s", err.message);
         memset(&err, 0, sizeof err);
         CHECK(ckpt_tensor_read_range(f, t, 0, all, 4, &err) != 0 && err.code == CKPT_E_LIMIT,
@@ -363,9 +400,11 @@ static void tensor_bytes_on_read(void) {
     if (f) {
         const ckpt_tensor *t = ckpt_tensor_at(f, 1);
         float all[16];
-        CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) == 0 && all[15] == 1.0f, "1 KiB limit: %s", err.message);
+        CHECK(ckpt_tensor_read(f, t, all, sizeof all, &err) == 0 && all[15] == 1.0f,
+              "1 KiB limit: %s", err.message);
         CHECK(ckpt_tensor_data(f, t, &err) != NULL, "1 KiB limit, zero copy: %s", err.message);
-        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) == 0, "1 KiB limit, 0 bytes: %s", err.message);
+        CHECK(ckpt_tensor_read_range(f, t, 0, NULL, 0, &err) == 0, "1 KiB limit, 0 bytes: %s",
+              err.message);
         ckpt_close(f);
     }
     opt.max_tensor_bytes = 32;
@@ -379,14 +418,16 @@ static void tensor_bytes_on_read(void) {
 }
 
 /* Peak resident memory of this process in KiB. */
-static long peak_kib(void) {
+static long peak_kib(void)
+{
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 /* max_memory: empty lists cost ~60 bytes of values per pickle byte, so a
  * crafted pickle under 16 MiB would need about 1 GB; the limit stops it. */
-static void memory(void) {
+static void memory(void)
+{
     buf b = {0};
     ckpt_options opt;
     ckpt_error err;
@@ -396,7 +437,8 @@ static void memory(void) {
     puts_(&b, "e.");
     ckpt_options_init(&opt);
     opt.max_memory = 64u << 10;
-    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT, "memory limit of 65536 bytes (max_memory)");
+    expect("max_memory 64 KiB, 4000 lists", &b, &opt, CKPT_E_LIMIT,
+           "memory limit of 65536 bytes (max_memory)");
     opt.max_memory = 0; /* no limit */
     expect("max_memory 0 (none)", &b, &opt, CKPT_OK, NULL);
     opt.max_memory = 4u << 20;
@@ -408,7 +450,8 @@ static void memory(void) {
     opt.max_memo = 1u << 30;
     ckpt_code got = run(&b, &opt, &err, NULL);
     CHECK(got == CKPT_E_LIMIT && err.offset == 3 && strstr(err.message, "memory limit"),
-          "memo array past max_memory: %s %s (byte %lld)", ckpt_code_name(got), err.message, (long long)err.offset);
+          "memo array past max_memory: %s %s (byte %lld)", ckpt_code_name(got), err.message,
+          (long long)err.offset);
     opt.max_memory = 64u << 20;
     expect("memo array within max_memory", &b, &opt, CKPT_OK, NULL);
 
@@ -428,14 +471,16 @@ static void memory(void) {
           "16 MiB of lists at the defaults: %s %s", ckpt_code_name(got), err.message);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_SANITIZED)
     /* the library's own growth: this process held the input already */
-    CHECK(after - before < (256l << 10), "16 MiB of lists grew the process by %ld KiB", after - before);
+    CHECK(after - before < (256l << 10), "16 MiB of lists grew the process by %ld KiB",
+          after - before);
 #else
     (void)before, (void)after; /* sanitizers add shadow memory and quarantine */
 #endif
     free(b.p);
 }
 
-int main(void) {
+int main(void)
+{
     ckpt_options opt;
     buf b = {0};
 
@@ -450,7 +495,8 @@ int main(void) {
     CHECK(opt.max_expansion == CKPT_DEFAULT_MAX_EXPANSION, "default max_expansion");
     CHECK(opt.max_entries == CKPT_DEFAULT_MAX_ENTRIES, "default max_entries");
     CHECK(opt.max_rank == CKPT_DEFAULT_MAX_RANK && opt.max_rank == 64, "default max_rank");
-    CHECK(opt.max_memory == CKPT_DEFAULT_MAX_MEMORY && opt.max_memory <= (256ull << 20) - (8ull << 20),
+    CHECK(opt.max_memory == CKPT_DEFAULT_MAX_MEMORY &&
+              opt.max_memory <= (256ull << 20) - (8ull << 20),
           "default max_memory leaves room under 256 MiB");
 
     /* a legacy stream that is fine */
@@ -472,7 +518,8 @@ int main(void) {
     /* a string longer than the limit, and one longer than the file */
     reset(&b);
     puts_(&b, "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f.");
-    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT, "size limit (max_pickle_bytes)");
+    expect("string beyond max_pickle_bytes", &b, NULL, CKPT_E_LIMIT,
+           "size limit (max_pickle_bytes)");
     reset(&b);
     PUTL(&b, "\x80\x04\x8d\x00\x00\x01\x00\x00\x00\x00\x00.");
     expect("string beyond the bytes left", &b, NULL, CKPT_E_PICKLE, "truncated");
@@ -495,7 +542,8 @@ int main(void) {
     puts_(&b, "l.");
     ckpt_options_init(&opt);
     opt.max_stack = 100;
-    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT, "stack deeper than 100 (max_stack)");
+    expect("max_stack (values + mark)", &b, &opt, CKPT_E_LIMIT,
+           "stack deeper than 100 (max_stack)");
     opt.max_stack = 101;
     expect("max_stack (fits)", &b, &opt, CKPT_OK, NULL);
     reset(&b);
@@ -558,7 +606,9 @@ int main(void) {
     reset(&b);
     puts_(&b, "\x80\x02(");
     rep(&b, "N", 100);
-    puts_(&b, "lq\x01" "0cbuiltins\nlist\nq\x02" "0(");
+    puts_(&b, "lq\x01"
+              "0cbuiltins\nlist\nq\x02"
+              "0(");
     rep(&b, "h\x02h\x01\x85R", 20);
     puts_(&b, "l.");
     ckpt_options_init(&opt);
@@ -576,7 +626,8 @@ int main(void) {
     puts_(&b, "ctorch\nFloatStorage\n");
     uni(&b, "0");
     uni(&b, "cpu");
-    PUTL(&b, "K\x04NtQK\x00K\x04\x85K\x01\x85\x89}tRsq\x00" "0");
+    PUTL(&b, "K\x04NtQK\x00K\x04\x85K\x01\x85\x89}tRsq\x00"
+             "0");
     for (int k = 1; k <= 10; k++) {
         char op[16];
         puts_(&b, "}(");
@@ -593,7 +644,8 @@ int main(void) {
     puts_(&b, "a.");
     put(&b, "\x04\0\0\0\0\0\0\0", 8);
     for (int i = 0; i < 4; i++) PUTL(&b, "\0\0\x80\x3f");
-    CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 1024, "1024 names of one tensor: %s (%zu)", err.message, nt);
+    CHECK(run(&b, NULL, &err, &nt) == CKPT_OK && nt == 1024, "1024 names of one tensor: %s (%zu)",
+          err.message, nt);
     ckpt_options_init(&opt);
     opt.max_expansion = 5000;
     expect("max_expansion (walk)", &b, &opt, CKPT_E_LIMIT, "max_expansion)");

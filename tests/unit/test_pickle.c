@@ -25,18 +25,23 @@ typedef struct pk_file {
     size_t used;
 } pk_file;
 
-static void pk_close(pk_file *f) {
+static void pk_close(pk_file *f)
+{
     if (!f) return;
     ck_unpickler_free(&f->u);
     ck_arena_free(&f->arena);
     free(f);
 }
 
-static pk_file *pk_run_hooks(const bb *b, const ckpt_options *o, const ck_pickle_hooks *h, ckpt_error *e) {
+static pk_file *pk_run_hooks(const bb *b, const ckpt_options *o, const ck_pickle_hooks *h,
+                             ckpt_error *e)
+{
     pk_file *f = calloc(1, sizeof *f);
     if (!f) abort();
-    if (o) f->opt = *o;
-    else ckpt_options_init(&f->opt);
+    if (o)
+        f->opt = *o;
+    else
+        ckpt_options_init(&f->opt);
     f->u.arena = &f->arena;
     f->u.opt = &f->opt;
     f->u.input_size = b->n;
@@ -44,7 +49,10 @@ static pk_file *pk_run_hooks(const bb *b, const ckpt_options *o, const ck_pickle
     f->u.hooks.on_global = f->opt.on_global;
     f->u.hooks.on_global_ctx = f->opt.on_global_ctx;
     size_t cap = b->n < f->opt.max_pickle_bytes ? b->n : (size_t)f->opt.max_pickle_bytes;
-    ck_pickle_in in = {.buf = b->p ? b->p : (const uint8_t *)"", .len = cap, .more = cap < b->n, .base = 0,
+    ck_pickle_in in = {.buf = b->p ? b->p : (const uint8_t *)"",
+                       .len = cap,
+                       .more = cap < b->n,
+                       .base = 0,
                        .label = "pickle"};
     memset(e, 0, sizeof *e);
     e->offset = -1;
@@ -59,9 +67,13 @@ static pk_file *pk_run_hooks(const bb *b, const ckpt_options *o, const ck_pickle
     }
     return f;
 }
-static pk_file *pk_run(const bb *b, const ckpt_options *o, ckpt_error *e) { return pk_run_hooks(b, o, NULL, e); }
+static pk_file *pk_run(const bb *b, const ckpt_options *o, ckpt_error *e)
+{
+    return pk_run_hooks(b, o, NULL, e);
+}
 
-static pk_file *run_ok_(const bb *b, const ckpt_options *o, const char *file, int line) {
+static pk_file *run_ok_(const bb *b, const ckpt_options *o, const char *file, int line)
+{
     ckpt_error e;
     pk_file *f = pk_run(b, o, &e);
     if (f) {
@@ -76,7 +88,8 @@ static pk_file *run_ok_(const bb *b, const ckpt_options *o, const char *file, in
 #define RUN_OK(b, o) run_ok_((b), (o), __FILE__, __LINE__)
 
 /* The error of a run that must fail; "(ran)" with offset -2 when it did not. */
-static ckpt_error run_fail(const bb *b, const ckpt_options *o) {
+static ckpt_error run_fail(const bb *b, const ckpt_options *o)
+{
     ckpt_error e;
     pk_file *f = pk_run(b, o, &e);
     if (f) {
@@ -88,49 +101,62 @@ static ckpt_error run_fail(const bb *b, const ckpt_options *o) {
     return e;
 }
 
-static const ckpt_value *pk_root(const pk_file *f) { return f ? f->root : NULL; }
-static size_t pk_note_count(const pk_file *f) { return f ? f->u.nnotes : 0; }
-static const char *pk_note_at(const pk_file *f, size_t i) { return f && i < f->u.nnotes ? f->u.notes[i] : NULL; }
-static size_t pk_global_count(const pk_file *f) { return f ? f->u.nglobals : 0; }
-static const ckpt_global_ref *pk_global_at(const pk_file *f, size_t i) {
+static const ckpt_value *pk_root(const pk_file *f)
+{
+    return f ? f->root : NULL;
+}
+static size_t pk_note_count(const pk_file *f)
+{
+    return f ? f->u.nnotes : 0;
+}
+static const char *pk_note_at(const pk_file *f, size_t i)
+{
+    return f && i < f->u.nnotes ? f->u.notes[i] : NULL;
+}
+static size_t pk_global_count(const pk_file *f)
+{
+    return f ? f->u.nglobals : 0;
+}
+static const ckpt_global_ref *pk_global_at(const pk_file *f, size_t i)
+{
     return f && i < f->u.nglobals ? &f->u.globals[i] : NULL;
 }
 
 #define LIT(b, s) bb_put((b), (s), sizeof(s) - 1)
 
-
-#define EXPECT_FAIL(b, o, code, off, msg)              \
-    do {                                               \
-        ckpt_error e_ = run_fail((b), (o));           \
-        const char *m_ = (msg);                        \
-        CHECK_ERR(e_, (code), (off));                  \
-        if (m_) CHECK_CONTAINS(e_.message, m_);        \
+#define EXPECT_FAIL(b, o, code, off, msg)                                                          \
+    do {                                                                                           \
+        ckpt_error e_ = run_fail((b), (o));                                                        \
+        const char *m_ = (msg);                                                                    \
+        CHECK_ERR(e_, (code), (off));                                                              \
+        if (m_) CHECK_CONTAINS(e_.message, m_);                                                    \
     } while (0)
 
 #define CHECK_KIND(v, k) CHECK_STR(ckpt_kind_name(ckpt_value_kind(v)), ckpt_kind_name(k))
-#define CHECK_VINT(v, x)                      \
-    do {                                      \
-        CHECK_KIND((v), CKPT_V_INT);          \
-        CHECK_EQ_INT(ckpt_value_int(v), (x)); \
+#define CHECK_VINT(v, x)                                                                           \
+    do {                                                                                           \
+        CHECK_KIND((v), CKPT_V_INT);                                                               \
+        CHECK_EQ_INT(ckpt_value_int(v), (x));                                                      \
     } while (0)
-#define CHECK_VSTR(v, k, s, n)                              \
-    do {                                                    \
-        size_t l_ = 99999;                                  \
-        const char *t_ = ckpt_value_text((v), &l_);         \
-        CHECK_KIND((v), (k));                               \
-        CHECK_EQ_INT(l_, (n));                              \
-        if (t_ && l_ == (size_t)(n)) CHECK_MEM(t_, (s), (n)); \
+#define CHECK_VSTR(v, k, s, n)                                                                     \
+    do {                                                                                           \
+        size_t l_ = 99999;                                                                         \
+        const char *t_ = ckpt_value_text((v), &l_);                                                \
+        CHECK_KIND((v), (k));                                                                      \
+        CHECK_EQ_INT(l_, (n));                                                                     \
+        if (t_ && l_ == (size_t)(n)) CHECK_MEM(t_, (s), (n));                                      \
     } while (0)
-#define CHECK_BIG(v, digits)                               \
-    do {                                                   \
-        CHECK_KIND((v), CKPT_V_BIGINT);                    \
-        CHECK_STR(ckpt_value_text((v), NULL), (digits));   \
+#define CHECK_BIG(v, digits)                                                                       \
+    do {                                                                                           \
+        CHECK_KIND((v), CKPT_V_BIGINT);                                                            \
+        CHECK_STR(ckpt_value_text((v), NULL), (digits));                                           \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
 
 /* INT (text, incl. I01/I00 booleans), LONG text, BININT/1/2. */
-static void test_text_ints(void) {
+static void test_text_ints(void)
+{
     SECTION("text ints");
     bb b = {0};
     pk_mark(&b);
@@ -178,20 +204,21 @@ static void test_text_ints(void) {
 }
 
 /* LONG1 / LONG4: little-endian two's complement, BIGINT beyond int64. */
-static void test_binary_longs(void) {
+static void test_binary_longs(void)
+{
     SECTION("LONG1/LONG4");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
-    LIT(&b, "\x8a\x00");                                 /* 0 */
-    LIT(&b, "\x8a\x01\xff");                             /* -1 */
-    LIT(&b, "\x8a\x02\xff\x00");                         /* 255 */
-    LIT(&b, "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"); /* INT64_MIN */
-    LIT(&b, "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f"); /* INT64_MAX */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00"); /* 2**63 */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01"); /* 2**64 */
+    LIT(&b, "\x8a\x00");                                                     /* 0 */
+    LIT(&b, "\x8a\x01\xff");                                                 /* -1 */
+    LIT(&b, "\x8a\x02\xff\x00");                                             /* 255 */
+    LIT(&b, "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80");                     /* INT64_MIN */
+    LIT(&b, "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f");                     /* INT64_MAX */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00");                 /* 2**63 */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01");                 /* 2**64 */
     LIT(&b, "\x8a\x0d\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10"); /* 2**100 */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0"); /* -(2**70) */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0");                 /* -(2**70) */
     /* LONG4 2**200 and -(2**200): 26 bytes */
     bb_u8(&b, 0x8b);
     bb_le32(&b, 26);
@@ -219,8 +246,10 @@ static void test_binary_longs(void) {
         CHECK_BIG(ckpt_value_item(r, 6), "18446744073709551616");
         CHECK_BIG(ckpt_value_item(r, 7), "1267650600228229401496703205376");
         CHECK_BIG(ckpt_value_item(r, 8), "-1180591620717411303424");
-        CHECK_BIG(ckpt_value_item(r, 9), "1606938044258990275541962092341162602522202993782792835301376");
-        CHECK_BIG(ckpt_value_item(r, 10), "-1606938044258990275541962092341162602522202993782792835301376");
+        CHECK_BIG(ckpt_value_item(r, 9),
+                  "1606938044258990275541962092341162602522202993782792835301376");
+        CHECK_BIG(ckpt_value_item(r, 10),
+                  "-1606938044258990275541962092341162602522202993782792835301376");
         CHECK_VINT(ckpt_value_item(r, 11), 0);
         CHECK_VINT(ckpt_value_item(r, 12), -32768);
         size_t n = 0;
@@ -247,12 +276,13 @@ static void test_binary_longs(void) {
 /* A value that fits int64, written with more LONG1 bytes than needed (valid:
  * CPython reads b'\x8a\x09' + b'\xff' * 9 as -1), is still an INT: ckpt.h
  * says CKPT_V_INT is what "fits int64". */
-static void test_long1_nonminimal(void) {
+static void test_long1_nonminimal(void)
+{
     SECTION("LONG1 non-minimal");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
-    LIT(&b, "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\xff"); /* -1 in 9 bytes */
+    LIT(&b, "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\xff");     /* -1 in 9 bytes */
     LIT(&b, "\x8a\x0a\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00"); /* 5 in 10 bytes */
     pk_op(&b, 'l');
     pk_stop(&b);
@@ -266,7 +296,8 @@ static void test_long1_nonminimal(void) {
     bb_free(&b);
 }
 
-static void test_floats(void) {
+static void test_floats(void)
+{
     SECTION("floats");
     bb b = {0};
     pk_mark(&b);
@@ -298,25 +329,28 @@ static void test_floats(void) {
     bb_free(&b);
 }
 
-static void test_strings(void) {
+static void test_strings(void)
+{
     SECTION("strings");
     bb b = {0};
     pk_mark(&b);
-    LIT(&b, "S'a\\nb\\x41\\101\\'c\\\\'\n");        /* 0 STRING with escapes */
-    LIT(&b, "S\"dq\\t\"\n");                          /* 1 STRING double quotes */
-    LIT(&b, "Vcaf\\u00e9 \\U0001f600!\n");            /* 2 UNICODE \u \U */
-    LIT(&b, "V\xe9\\x\n");                            /* 3 UNICODE raw latin-1, a lone backslash */
-    LIT(&b, "T\x03\x00\x00\x00" "abc");               /* 4 BINSTRING */
-    LIT(&b, "U\x02hi");                               /* 5 SHORT_BINSTRING */
-    LIT(&b, "X\x02\x00\x00\x00\xc3\xa9");             /* 6 BINUNICODE */
+    LIT(&b, "S'a\\nb\\x41\\101\\'c\\\\'\n"); /* 0 STRING with escapes */
+    LIT(&b, "S\"dq\\t\"\n");                 /* 1 STRING double quotes */
+    LIT(&b, "Vcaf\\u00e9 \\U0001f600!\n");   /* 2 UNICODE \u \U */
+    LIT(&b, "V\xe9\\x\n");                   /* 3 UNICODE raw latin-1, a lone backslash */
+    LIT(&b, "T\x03\x00\x00\x00"
+            "abc");                                     /* 4 BINSTRING */
+    LIT(&b, "U\x02hi");                                 /* 5 SHORT_BINSTRING */
+    LIT(&b, "X\x02\x00\x00\x00\xc3\xa9");               /* 6 BINUNICODE */
     LIT(&b, "\x8d\x03\x00\x00\x00\x00\x00\x00\x00xyz"); /* 7 BINUNICODE8 */
-    LIT(&b, "\x8c\x03" "abc");                        /* 8 SHORT_BINUNICODE */
-    LIT(&b, "B\x03\x00\x00\x00\x00\x01\x02");         /* 9 BINBYTES */
+    LIT(&b, "\x8c\x03"
+            "abc");                                          /* 8 SHORT_BINUNICODE */
+    LIT(&b, "B\x03\x00\x00\x00\x00\x01\x02");                /* 9 BINBYTES */
     LIT(&b, "\x8e\x02\x00\x00\x00\x00\x00\x00\x00\xfe\xff"); /* 10 BINBYTES8 */
-    LIT(&b, "C\x02\xff\x00");                         /* 11 SHORT_BINBYTES */
-    LIT(&b, "\x96\x01\x00\x00\x00\x00\x00\x00\x00Z"); /* 12 BYTEARRAY8 */
-    LIT(&b, "X\x00\x00\x00\x00");                     /* 13 empty str */
-    LIT(&b, "C\x00");                                 /* 14 empty bytes */
+    LIT(&b, "C\x02\xff\x00");                                /* 11 SHORT_BINBYTES */
+    LIT(&b, "\x96\x01\x00\x00\x00\x00\x00\x00\x00Z");        /* 12 BYTEARRAY8 */
+    LIT(&b, "X\x00\x00\x00\x00");                            /* 13 empty str */
+    LIT(&b, "C\x00");                                        /* 14 empty bytes */
     pk_op(&b, 'l');
     pk_stop(&b);
     pk_file *f = RUN_OK(&b, NULL);
@@ -345,25 +379,31 @@ static void test_strings(void) {
     bb_free(&b);
 }
 
-static void test_containers(void) {
+static void test_containers(void)
+{
     SECTION("containers");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
-    LIT(&b, "]K\x01" "a(K\x02K\x03" "e");          /* 0 [1,2,3] EMPTY_LIST APPEND APPENDS */
-    LIT(&b, "(K\x04K\x05l");                      /* 1 [4,5] LIST */
+    LIT(&b, "]K\x01"
+            "a(K\x02K\x03"
+            "e");            /* 0 [1,2,3] EMPTY_LIST APPEND APPENDS */
+    LIT(&b, "(K\x04K\x05l"); /* 1 [4,5] LIST */
     LIT(&b, "}\x8c\x02k1K\x01s(\x8c\x02k2K\x02\x8c\x02k3K\x03u"); /* 2 SETITEM SETITEMS */
-    LIT(&b, "(\x8c\x01" "aK\x01\x8c\x01" "bK\x02" "d");  /* 3 DICT */
-    LIT(&b, ")");                                  /* 4 EMPTY_TUPLE */
-    LIT(&b, "(K\x01K\x02K\x03K\x04t");            /* 5 TUPLE */
-    LIT(&b, "K\x01\x85");                          /* 6 TUPLE1 */
-    LIT(&b, "K\x01K\x02\x86");                     /* 7 TUPLE2 */
-    LIT(&b, "K\x01K\x02K\x03\x87");                /* 8 TUPLE3 */
-    LIT(&b, "\x8f(K\x07K\x08\x90");                /* 9 EMPTY_SET ADDITEMS */
-    LIT(&b, "(K\x09\x91");                         /* 10 FROZENSET */
-    LIT(&b, "}");                                  /* 11 EMPTY_DICT */
-    LIT(&b, "\x8f");                               /* 12 empty set */
-    LIT(&b, "(l");                                 /* 13 LIST of nothing */
+    LIT(&b, "(\x8c\x01"
+            "aK\x01\x8c\x01"
+            "bK\x02"
+            "d");                      /* 3 DICT */
+    LIT(&b, ")");                      /* 4 EMPTY_TUPLE */
+    LIT(&b, "(K\x01K\x02K\x03K\x04t"); /* 5 TUPLE */
+    LIT(&b, "K\x01\x85");              /* 6 TUPLE1 */
+    LIT(&b, "K\x01K\x02\x86");         /* 7 TUPLE2 */
+    LIT(&b, "K\x01K\x02K\x03\x87");    /* 8 TUPLE3 */
+    LIT(&b, "\x8f(K\x07K\x08\x90");    /* 9 EMPTY_SET ADDITEMS */
+    LIT(&b, "(K\x09\x91");             /* 10 FROZENSET */
+    LIT(&b, "}");                      /* 11 EMPTY_DICT */
+    LIT(&b, "\x8f");                   /* 12 empty set */
+    LIT(&b, "(l");                     /* 13 LIST of nothing */
     pk_tuple(&b);
     pk_stop(&b);
     pk_file *f = RUN_OK(&b, NULL);
@@ -429,17 +469,20 @@ static void test_containers(void) {
     bb_free(&b);
 }
 
-static void test_stack_ops(void) {
+static void test_stack_ops(void)
+{
     SECTION("POP");
     bb b = {0};
-    LIT(&b, "\x80\x02K\x01K\x02" "0.");
+    LIT(&b, "\x80\x02K\x01K\x02"
+            "0.");
     pk_file *f = RUN_OK(&b, NULL);
     if (f) CHECK_VINT(pk_root(f), 1);
     pk_close(f);
     bb_free(&b);
 
     SECTION("POP_MARK");
-    LIT(&b, "\x80\x02K\x05(K\x06K\x07" "1.");
+    LIT(&b, "\x80\x02K\x05(K\x06K\x07"
+            "1.");
     f = RUN_OK(&b, NULL);
     if (f) CHECK_VINT(pk_root(f), 5);
     pk_close(f);
@@ -453,7 +496,8 @@ static void test_stack_ops(void) {
     bb_free(&b);
 
     SECTION("DUP");
-    LIT(&b, "\x80\x02]2K\x01" "a\x86.");
+    LIT(&b, "\x80\x02]2K\x01"
+            "a\x86.");
     f = RUN_OK(&b, NULL);
     if (f) {
         const ckpt_value *r = pk_root(f);
@@ -466,7 +510,8 @@ static void test_stack_ops(void) {
     bb_free(&b);
 }
 
-static void test_memo(void) {
+static void test_memo(void)
+{
     SECTION("PUT/GET text");
     bb b = {0};
     LIT(&b, "K\x07p3\n0g3\n.");
@@ -488,7 +533,8 @@ static void test_memo(void) {
     bb_free(&b);
 
     SECTION("LONG_BINPUT/LONG_BINGET");
-    LIT(&b, "\x80\x02K\x09r\x70\x11\x01\x00" "0j\x70\x11\x01\x00."); /* key 70000 */
+    LIT(&b, "\x80\x02K\x09r\x70\x11\x01\x00"
+            "0j\x70\x11\x01\x00."); /* key 70000 */
     f = RUN_OK(&b, NULL);
     if (f) CHECK_VINT(pk_root(f), 9);
     pk_close(f);
@@ -496,7 +542,9 @@ static void test_memo(void) {
 
     SECTION("MEMOIZE");
     /* MEMOIZE keys are len(memo): 0, then 1 */
-    LIT(&b, "\x80\x04K\x0a\x94" "0K\x0b\x94" "0h\x00h\x01\x86.");
+    LIT(&b, "\x80\x04K\x0a\x94"
+            "0K\x0b\x94"
+            "0h\x00h\x01\x86.");
     f = RUN_OK(&b, NULL);
     if (f) {
         const ckpt_value *r = pk_root(f);
@@ -507,30 +555,41 @@ static void test_memo(void) {
     bb_free(&b);
 
     SECTION("memo overwrite");
-    LIT(&b, "\x80\x02K\x01q\x00" "0K\x02q\x00" "0h\x00.");
+    LIT(&b, "\x80\x02K\x01q\x00"
+            "0K\x02q\x00"
+            "0h\x00.");
     f = RUN_OK(&b, NULL);
     if (f) CHECK_VINT(pk_root(f), 2);
     pk_close(f);
     bb_free(&b);
 }
 
-static void test_globals(void) {
+static void test_globals(void)
+{
     SECTION("GLOBAL/STACK_GLOBAL");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
     size_t offs[5];
     offs[0] = b.n;
-    LIT(&b, "c__builtin__\nset\n");                 /* GLOBAL, Python 2 module name */
-    offs[1] = b.n + 16;                              /* the STACK_GLOBAL opcode */
-    LIT(&b, "\x8c\x08" "builtins" "\x8c\x04" "eval" "\x93");
+    LIT(&b, "c__builtin__\nset\n"); /* GLOBAL, Python 2 module name */
+    offs[1] = b.n + 16;             /* the STACK_GLOBAL opcode */
+    LIT(&b, "\x8c\x08"
+            "builtins"
+            "\x8c\x04"
+            "eval"
+            "\x93");
     offs[2] = b.n + 18;
-    LIT(&b, "\x8c\x0b" "__builtin__" "\x8c\x03" "len" "\x93");
+    LIT(&b, "\x8c\x0b"
+            "__builtin__"
+            "\x8c\x03"
+            "len"
+            "\x93");
     offs[3] = b.n;
     LIT(&b, "ccopy_reg\n_reconstructor\n");
     offs[4] = b.n;
     LIT(&b, "cos\nsystem\n");
-    LIT(&b, "\x8c\x02hi\x85R");                     /* os.system('hi'): REDUCE */
+    LIT(&b, "\x8c\x02hi\x85R"); /* os.system('hi'): REDUCE */
     pk_tuple(&b);
     pk_stop(&b);
     pk_file *f = RUN_OK(&b, NULL);
@@ -565,15 +624,18 @@ static void test_globals(void) {
 }
 
 /* Unknown classes through REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ; BUILD. */
-static void test_objects(void) {
+static void test_objects(void)
+{
     SECTION("objects");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
     /* 0: REDUCE foo.Bar(1, 2) + BUILD {'a': 1} */
-    LIT(&b, "cfoo\nBar\nK\x01K\x02\x86R}\x8c\x01" "aK\x01sb");
+    LIT(&b, "cfoo\nBar\nK\x01K\x02\x86R}\x8c\x01"
+            "aK\x01sb");
     /* 1: NEWOBJ foo.Baz() with SETITEM and APPEND on it */
-    LIT(&b, "cfoo\nBaz\n)\x81\x8c\x01kK\x05sK\x06" "a");
+    LIT(&b, "cfoo\nBaz\n)\x81\x8c\x01kK\x05sK\x06"
+            "a");
     /* 2: NEWOBJ_EX foo.Qux(1, k=2) */
     LIT(&b, "cfoo\nQux\nK\x01\x85}\x8c\x01kK\x02s\x92");
     /* 3: INST foo.Old(3) */
@@ -647,19 +709,24 @@ static void test_objects(void) {
 }
 
 /* What PyTorch's loader interprets: OrderedDict, _codecs.encode, set(...). */
-static void test_known_callables(void) {
+static void test_known_callables(void)
+{
     SECTION("known callables");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
     /* 0: OrderedDict() + SETITEMS + BUILD of _metadata (ignored) */
-    LIT(&b, "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00" "aK\x01u}X\x09\x00\x00\x00_metadata}sb");
+    LIT(&b, "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
+            "aK\x01u}X\x09\x00\x00\x00_metadata}sb");
     /* 1: _codecs.encode(u'\xffA\x00', 'latin1') */
-    LIT(&b, "c_codecs\nencode\nX\x04\x00\x00\x00\xc3\xbf" "A\x00X\x06\x00\x00\x00latin1\x86R");
+    LIT(&b, "c_codecs\nencode\nX\x04\x00\x00\x00\xc3\xbf"
+            "A\x00X\x06\x00\x00\x00latin1\x86R");
     /* 2: __builtin__.set([1, 2]) */
-    LIT(&b, "c__builtin__\nset\n](K\x01K\x02" "e\x85R");
+    LIT(&b, "c__builtin__\nset\n](K\x01K\x02"
+            "e\x85R");
     /* 3: OrderedDict([('x', 1)]) */
-    LIT(&b, "ccollections\nOrderedDict\n]X\x01\x00\x00\x00xK\x01\x86" "a\x85R");
+    LIT(&b, "ccollections\nOrderedDict\n]X\x01\x00\x00\x00xK\x01\x86"
+            "a\x85R");
     /* 4: builtins.frozenset((3,)) */
     LIT(&b, "c__builtin__\nfrozenset\nK\x03\x85\x85R");
     /* 5: defaultdict(list) */
@@ -679,7 +746,10 @@ static void test_known_callables(void) {
         CHECK_VINT(ckpt_value_get(v, "a"), 1);
         CHECK(ckpt_value_get(v, "_metadata") == NULL);
         v = ckpt_value_item(r, 1);
-        CHECK_VSTR(v, CKPT_V_BYTES, "\xff" "A\x00", 3);
+        CHECK_VSTR(v, CKPT_V_BYTES,
+                   "\xff"
+                   "A\x00",
+                   3);
         v = ckpt_value_item(r, 2);
         CHECK_KIND(v, CKPT_V_SET);
         CHECK_EQ_INT(ckpt_value_len(v), 2);
@@ -703,7 +773,8 @@ static void test_known_callables(void) {
 }
 
 /* FRAME, PROTO 5, NEWTRUE/NEWFALSE, NONE, READONLY_BUFFER. */
-static void test_misc_ops(void) {
+static void test_misc_ops(void)
+{
     SECTION("FRAME/PROTO/bools/none");
     bb b = {0};
     pk_proto(&b, 5);
@@ -738,7 +809,8 @@ static void test_misc_ops(void) {
     }
     pk_close(f);
     bb_free(&b);
-    LIT(&b, "}q\x00(X\x01\x00\x00\x00" "aq\x01K\x01u.");
+    LIT(&b, "}q\x00(X\x01\x00\x00\x00"
+            "aq\x01K\x01u.");
     f = RUN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_value_get(pk_root(f), "a"), 1);
     pk_close(f);
@@ -747,7 +819,8 @@ static void test_misc_ops(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     bb b = {0};
     SECTION("unknown opcode");
     LIT(&b, "\x80\x02K\x01\xff.");
@@ -755,7 +828,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("stack underflow");
-    LIT(&b, "\x80\x02K\x01" "00.");
+    LIT(&b, "\x80\x02K\x01"
+            "00.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "stack underflow");
     bb_free(&b);
 
@@ -785,12 +859,14 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("APPEND on a dict");
-    LIT(&b, "\x80\x02}K\x01" "a.");
+    LIT(&b, "\x80\x02}K\x01"
+            "a.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "APPEND to a dict");
     bb_free(&b);
 
     SECTION("APPENDS on a str");
-    LIT(&b, "\x80\x02X\x00\x00\x00\x00(K\x01" "e.");
+    LIT(&b, "\x80\x02X\x00\x00\x00\x00(K\x01"
+            "e.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 10, "APPEND to a str");
     bb_free(&b);
 
@@ -805,7 +881,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("BINUNICODE longer than the pickle");
-    LIT(&b, "\x80\x02K\x00X\x10\x00\x00\x00" "ab.");
+    LIT(&b, "\x80\x02K\x00X\x10\x00\x00\x00"
+            "ab.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 4, "truncated");
     bb_free(&b);
 
@@ -851,7 +928,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("DICT odd items");
-    LIT(&b, "\x80\x02(K\x01" "d.");
+    LIT(&b, "\x80\x02(K\x01"
+            "d.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "odd");
     bb_free(&b);
 
@@ -872,13 +950,15 @@ static void test_errors(void) {
 
     SECTION("not a pickle");
     LIT(&b, "\x00\x01\x02\x03");
-    EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 0, "unknown pickle opcode 0x00"); /* the container says "not a checkpoint" */
+    EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 0,
+                "unknown pickle opcode 0x00"); /* the container says "not a checkpoint" */
     bb_free(&b);
 }
 
 /* ------------------------------------------------------------------------ */
 
-static void test_limits(void) {
+static void test_limits(void)
+{
     ckpt_options o;
     bb b = {0};
 
@@ -940,8 +1020,12 @@ static void test_limits(void) {
     o.max_depth = 10;
     for (int levels = 10; levels <= 11; levels++) {
         bb_free(&b);
-        LIT(&b, "\x80\x02]q\x00" "0");
-        for (int i = 0; i < levels; i++) LIT(&b, "]h\x00" "aq\x00" "0");
+        LIT(&b, "\x80\x02]q\x00"
+                "0");
+        for (int i = 0; i < levels; i++)
+            LIT(&b, "]h\x00"
+                    "aq\x00"
+                    "0");
         LIT(&b, "h\x00.");
         if (levels == 10) {
             f = RUN_OK(&b, &o);
@@ -963,8 +1047,12 @@ static void test_limits(void) {
     }
     bb_free(&b);
     /* the default depth limit stops a 5000-deep nest cleanly */
-    LIT(&b, "\x80\x02]q\x00" "0");
-    for (int i = 0; i < 5000; i++) LIT(&b, "]h\x00" "aq\x00" "0");
+    LIT(&b, "\x80\x02]q\x00"
+            "0");
+    for (int i = 0; i < 5000; i++)
+        LIT(&b, "]h\x00"
+                "aq\x00"
+                "0");
     LIT(&b, "h\x00.");
     f = RUN_OK(&b, NULL); /* the machine builds it; the walk stops it (test_plain.c) */
     pk_close(f);
@@ -999,7 +1087,8 @@ static void test_limits(void) {
     /* fan-out: one list met n times from the root costs 1 + n visits, and
      * its n 2-byte references add n / 2 + ... to the budget: linear sharing
      * stays within max_expansion + pickle bytes / 2 whatever n is */
-    LIT(&b, "\x80\x02]q\x00" "0(");
+    LIT(&b, "\x80\x02]q\x00"
+            "0(");
     for (int i = 0; i < 5000; i++) LIT(&b, "h\x00");
     LIT(&b, "l.");
     f = RUN_OK(&b, &o);
@@ -1026,7 +1115,8 @@ static void test_limits(void) {
     ckpt_options_init(&o);
     o.max_pickle_bytes = 8;
     /* a string longer than the limit */
-    LIT(&b, "\x80\x02X\x10\x00\x00\x00" "0123456789abcdef.");
+    LIT(&b, "\x80\x02X\x10\x00\x00\x00"
+            "0123456789abcdef.");
     {
         ckpt_error e = run_fail(&b, &o);
         CHECK_EQ_INT(e.code, CKPT_E_LIMIT);
@@ -1048,7 +1138,8 @@ static void test_limits(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_notes(void) {
+static void test_notes(void)
+{
     SECTION("note: second PROTO");
     bb b = {0};
     LIT(&b, "\x80\x02\x80\x02N.");
@@ -1081,7 +1172,8 @@ typedef struct seen_globals {
     int called[8];
 } seen_globals;
 
-static void on_global_cb(void *ctx, const ckpt_global_ref *g) {
+static void on_global_cb(void *ctx, const ckpt_global_ref *g)
+{
     seen_globals *s = ctx;
     if (s->n < 8) {
         snprintf(s->names[s->n], sizeof s->names[0], "%s.%s", g->module, g->name);
@@ -1090,10 +1182,14 @@ static void on_global_cb(void *ctx, const ckpt_global_ref *g) {
     s->n++;
 }
 
-static void test_on_global(void) {
+static void test_on_global(void)
+{
     SECTION("on_global");
     bb b = {0};
-    LIT(&b, "\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00lsq\x00\x85R" "c__builtin__\neval\n" "\xff.");
+    LIT(&b, "\x80\x02"
+            "cos\nsystem\nX\x02\x00\x00\x00lsq\x00\x85R"
+            "c__builtin__\neval\n"
+            "\xff.");
     seen_globals s;
     memset(&s, 0, sizeof s);
     ckpt_options o;
@@ -1109,7 +1205,8 @@ static void test_on_global(void) {
     bb_free(&b);
 
     memset(&s, 0, sizeof s);
-    LIT(&b, "\x80\x02" "ccollections\nOrderedDict\n)R.");
+    LIT(&b, "\x80\x02"
+            "ccollections\nOrderedDict\n)R.");
     pk_file *f = RUN_OK(&b, &o);
     CHECK_EQ_INT(s.n, 1);
     CHECK_STR(s.names[0], "collections.OrderedDict");
@@ -1128,7 +1225,8 @@ typedef struct hook_log {
 } hook_log;
 
 /* find_class: tag every global of module "mod" (aux 7). */
-static void tag_mod(void *ud, ckpt_value *g) {
+static void tag_mod(void *ud, ckpt_value *g)
+{
     hook_log *l = ud;
     l->find_class++;
     if (strcmp(g->u.g->module, "mod") == 0) {
@@ -1139,20 +1237,24 @@ static void tag_mod(void *ud, ckpt_value *g) {
 
 /* reduce: one argument -> that argument; three -> an error; else decline. */
 static int reduce_hook(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *args, bool newobj,
-                       ckpt_value **out) {
+                       ckpt_value **out)
+{
     hook_log *l = ud;
     l->reduce++;
     if (newobj) l->newobj++;
-    if (callable->aux != 7) return ck_machine_fail(m, CKPT_E_ARG, "reduce hook got an untagged callable");
+    if (callable->aux != 7)
+        return ck_machine_fail(m, CKPT_E_ARG, "reduce hook got an untagged callable");
     if (!newobj && args->u.seq.n == 1) {
         *out = args->u.seq.v[0];
         return 0;
     }
-    if (args->u.seq.n == 3) return ck_machine_fail(m, CKPT_E_UNSUPPORTED, "hook refuses %zu arguments", args->u.seq.n);
+    if (args->u.seq.n == 3)
+        return ck_machine_fail(m, CKPT_E_UNSUPPORTED, "hook refuses %zu arguments", args->u.seq.n);
     return 1;
 }
 
-static ckpt_value *pid_hook(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err) {
+static ckpt_value *pid_hook(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
     hook_log *l = ud;
     l->persistent++;
     l->pid_pos = pos;
@@ -1163,7 +1265,8 @@ static ckpt_value *pid_hook(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *
     return ck_new_str(l->u, CKPT_V_STR, "loaded", 6);
 }
 
-static void test_hooks(void) {
+static void test_hooks(void)
+{
     SECTION("hooks: find_class and reduce");
     hook_log l;
     memset(&l, 0, sizeof l);
@@ -1171,11 +1274,11 @@ static void test_hooks(void) {
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
-    LIT(&b, "cmod\nFn\nK\x05\x85R");         /* 0: mod.Fn(5) -> 5 (interpreted) */
-    LIT(&b, "cmod\nFn\nK\x01K\x02\x86R");    /* 1: mod.Fn(1, 2): declined, an object */
-    LIT(&b, "cmod\nCls\n)\x81");              /* 2: NEWOBJ mod.Cls(): declined */
-    LIT(&b, "c__builtin__\nset\n)R");          /* 3: Python's own: no hook */
-    LIT(&b, "cother\nFn\nK\x05\x85R");       /* 4: untagged: an object, no hook */
+    LIT(&b, "cmod\nFn\nK\x05\x85R");      /* 0: mod.Fn(5) -> 5 (interpreted) */
+    LIT(&b, "cmod\nFn\nK\x01K\x02\x86R"); /* 1: mod.Fn(1, 2): declined, an object */
+    LIT(&b, "cmod\nCls\n)\x81");          /* 2: NEWOBJ mod.Cls(): declined */
+    LIT(&b, "c__builtin__\nset\n)R");     /* 3: Python's own: no hook */
+    LIT(&b, "cother\nFn\nK\x05\x85R");    /* 4: untagged: an object, no hook */
     pk_tuple(&b);
     pk_stop(&b);
     ckpt_error e;
@@ -1287,7 +1390,8 @@ static void test_hooks(void) {
     bb_free(&b);
 }
 
-int main(void) {
+int main(void)
+{
     test_text_ints();
     test_binary_longs();
     test_long1_nonminimal();

@@ -16,38 +16,38 @@
 
 #define LIT(b, s) bb_put((b), (s), sizeof(s) - 1)
 
-
-#define EXPECT_FAIL(b, o, code, off, msg)              \
-    do {                                               \
-        ckpt_error e_ = open_fail((b), (o));           \
-        const char *m_ = (msg);                        \
-        CHECK_ERR(e_, (code), (off));                  \
-        if (m_) CHECK_CONTAINS(e_.message, m_);        \
+#define EXPECT_FAIL(b, o, code, off, msg)                                                          \
+    do {                                                                                           \
+        ckpt_error e_ = open_fail((b), (o));                                                       \
+        const char *m_ = (msg);                                                                    \
+        CHECK_ERR(e_, (code), (off));                                                              \
+        if (m_) CHECK_CONTAINS(e_.message, m_);                                                    \
     } while (0)
 
 #define CHECK_KIND(v, k) CHECK_STR(ckpt_kind_name(ckpt_value_kind(v)), ckpt_kind_name(k))
-#define CHECK_VINT(v, x)                      \
-    do {                                      \
-        CHECK_KIND((v), CKPT_V_INT);          \
-        CHECK_EQ_INT(ckpt_value_int(v), (x)); \
+#define CHECK_VINT(v, x)                                                                           \
+    do {                                                                                           \
+        CHECK_KIND((v), CKPT_V_INT);                                                               \
+        CHECK_EQ_INT(ckpt_value_int(v), (x));                                                      \
     } while (0)
-#define CHECK_VSTR(v, k, s, n)                              \
-    do {                                                    \
-        size_t l_ = 99999;                                  \
-        const char *t_ = ckpt_value_text((v), &l_);         \
-        CHECK_KIND((v), (k));                               \
-        CHECK_EQ_INT(l_, (n));                              \
-        if (t_ && l_ == (size_t)(n)) CHECK_MEM(t_, (s), (n)); \
+#define CHECK_VSTR(v, k, s, n)                                                                     \
+    do {                                                                                           \
+        size_t l_ = 99999;                                                                         \
+        const char *t_ = ckpt_value_text((v), &l_);                                                \
+        CHECK_KIND((v), (k));                                                                      \
+        CHECK_EQ_INT(l_, (n));                                                                     \
+        if (t_ && l_ == (size_t)(n)) CHECK_MEM(t_, (s), (n));                                      \
     } while (0)
-#define CHECK_BIG(v, digits)                               \
-    do {                                                   \
-        CHECK_KIND((v), CKPT_V_BIGINT);                    \
-        CHECK_STR(ckpt_value_text((v), NULL), (digits));   \
+#define CHECK_BIG(v, digits)                                                                       \
+    do {                                                                                           \
+        CHECK_KIND((v), CKPT_V_BIGINT);                                                            \
+        CHECK_STR(ckpt_value_text((v), NULL), (digits));                                           \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
 
-static void test_format(void) {
+static void test_format(void)
+{
     SECTION("format");
     bb b = {0};
     pk_proto(&b, 2);
@@ -74,7 +74,8 @@ static void test_format(void) {
 }
 
 /* INT (text, incl. I01/I00 booleans), LONG text, BININT/1/2. */
-static void test_text_ints(void) {
+static void test_text_ints(void)
+{
     SECTION("text ints");
     bb b = {0};
     pk_mark(&b);
@@ -122,20 +123,21 @@ static void test_text_ints(void) {
 }
 
 /* LONG1 / LONG4: little-endian two's complement, BIGINT beyond int64. */
-static void test_binary_longs(void) {
+static void test_binary_longs(void)
+{
     SECTION("LONG1/LONG4");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
-    LIT(&b, "\x8a\x00");                                 /* 0 */
-    LIT(&b, "\x8a\x01\xff");                             /* -1 */
-    LIT(&b, "\x8a\x02\xff\x00");                         /* 255 */
-    LIT(&b, "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"); /* INT64_MIN */
-    LIT(&b, "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f"); /* INT64_MAX */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00"); /* 2**63 */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01"); /* 2**64 */
+    LIT(&b, "\x8a\x00");                                                     /* 0 */
+    LIT(&b, "\x8a\x01\xff");                                                 /* -1 */
+    LIT(&b, "\x8a\x02\xff\x00");                                             /* 255 */
+    LIT(&b, "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80");                     /* INT64_MIN */
+    LIT(&b, "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f");                     /* INT64_MAX */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00");                 /* 2**63 */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01");                 /* 2**64 */
     LIT(&b, "\x8a\x0d\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10"); /* 2**100 */
-    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0"); /* -(2**70) */
+    LIT(&b, "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0");                 /* -(2**70) */
     /* LONG4 2**200 and -(2**200): 26 bytes */
     bb_u8(&b, 0x8b);
     bb_le32(&b, 26);
@@ -163,8 +165,10 @@ static void test_binary_longs(void) {
         CHECK_BIG(ckpt_value_item(r, 6), "18446744073709551616");
         CHECK_BIG(ckpt_value_item(r, 7), "1267650600228229401496703205376");
         CHECK_BIG(ckpt_value_item(r, 8), "-1180591620717411303424");
-        CHECK_BIG(ckpt_value_item(r, 9), "1606938044258990275541962092341162602522202993782792835301376");
-        CHECK_BIG(ckpt_value_item(r, 10), "-1606938044258990275541962092341162602522202993782792835301376");
+        CHECK_BIG(ckpt_value_item(r, 9),
+                  "1606938044258990275541962092341162602522202993782792835301376");
+        CHECK_BIG(ckpt_value_item(r, 10),
+                  "-1606938044258990275541962092341162602522202993782792835301376");
         CHECK_VINT(ckpt_value_item(r, 11), 0);
         CHECK_VINT(ckpt_value_item(r, 12), -32768);
         size_t n = 0;
@@ -191,12 +195,13 @@ static void test_binary_longs(void) {
 /* A value that fits int64, written with more LONG1 bytes than needed (valid:
  * CPython reads b'\x8a\x09' + b'\xff' * 9 as -1), is still an INT: ckpt.h
  * says CKPT_V_INT is what "fits int64". */
-static void test_long1_nonminimal(void) {
+static void test_long1_nonminimal(void)
+{
     SECTION("LONG1 non-minimal");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
-    LIT(&b, "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\xff"); /* -1 in 9 bytes */
+    LIT(&b, "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\xff");     /* -1 in 9 bytes */
     LIT(&b, "\x8a\x0a\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00"); /* 5 in 10 bytes */
     pk_op(&b, 'l');
     pk_stop(&b);
@@ -210,7 +215,8 @@ static void test_long1_nonminimal(void) {
     bb_free(&b);
 }
 
-static void test_floats(void) {
+static void test_floats(void)
+{
     SECTION("floats");
     bb b = {0};
     pk_mark(&b);
@@ -242,25 +248,28 @@ static void test_floats(void) {
     bb_free(&b);
 }
 
-static void test_strings(void) {
+static void test_strings(void)
+{
     SECTION("strings");
     bb b = {0};
     pk_mark(&b);
-    LIT(&b, "S'a\\nb\\x41\\101\\'c\\\\'\n");        /* 0 STRING with escapes */
-    LIT(&b, "S\"dq\\t\"\n");                          /* 1 STRING double quotes */
-    LIT(&b, "Vcaf\\u00e9 \\U0001f600!\n");            /* 2 UNICODE \u \U */
-    LIT(&b, "V\xe9\\x\n");                            /* 3 UNICODE raw latin-1, a lone backslash */
-    LIT(&b, "T\x03\x00\x00\x00" "abc");               /* 4 BINSTRING */
-    LIT(&b, "U\x02hi");                               /* 5 SHORT_BINSTRING */
-    LIT(&b, "X\x02\x00\x00\x00\xc3\xa9");             /* 6 BINUNICODE */
+    LIT(&b, "S'a\\nb\\x41\\101\\'c\\\\'\n"); /* 0 STRING with escapes */
+    LIT(&b, "S\"dq\\t\"\n");                 /* 1 STRING double quotes */
+    LIT(&b, "Vcaf\\u00e9 \\U0001f600!\n");   /* 2 UNICODE \u \U */
+    LIT(&b, "V\xe9\\x\n");                   /* 3 UNICODE raw latin-1, a lone backslash */
+    LIT(&b, "T\x03\x00\x00\x00"
+            "abc");                                     /* 4 BINSTRING */
+    LIT(&b, "U\x02hi");                                 /* 5 SHORT_BINSTRING */
+    LIT(&b, "X\x02\x00\x00\x00\xc3\xa9");               /* 6 BINUNICODE */
     LIT(&b, "\x8d\x03\x00\x00\x00\x00\x00\x00\x00xyz"); /* 7 BINUNICODE8 */
-    LIT(&b, "\x8c\x03" "abc");                        /* 8 SHORT_BINUNICODE */
-    LIT(&b, "B\x03\x00\x00\x00\x00\x01\x02");         /* 9 BINBYTES */
+    LIT(&b, "\x8c\x03"
+            "abc");                                          /* 8 SHORT_BINUNICODE */
+    LIT(&b, "B\x03\x00\x00\x00\x00\x01\x02");                /* 9 BINBYTES */
     LIT(&b, "\x8e\x02\x00\x00\x00\x00\x00\x00\x00\xfe\xff"); /* 10 BINBYTES8 */
-    LIT(&b, "C\x02\xff\x00");                         /* 11 SHORT_BINBYTES */
-    LIT(&b, "\x96\x01\x00\x00\x00\x00\x00\x00\x00Z"); /* 12 BYTEARRAY8 */
-    LIT(&b, "X\x00\x00\x00\x00");                     /* 13 empty str */
-    LIT(&b, "C\x00");                                 /* 14 empty bytes */
+    LIT(&b, "C\x02\xff\x00");                                /* 11 SHORT_BINBYTES */
+    LIT(&b, "\x96\x01\x00\x00\x00\x00\x00\x00\x00Z");        /* 12 BYTEARRAY8 */
+    LIT(&b, "X\x00\x00\x00\x00");                            /* 13 empty str */
+    LIT(&b, "C\x00");                                        /* 14 empty bytes */
     pk_op(&b, 'l');
     pk_stop(&b);
     ckpt_file *f = OPEN_OK(&b, NULL);
@@ -289,25 +298,31 @@ static void test_strings(void) {
     bb_free(&b);
 }
 
-static void test_containers(void) {
+static void test_containers(void)
+{
     SECTION("containers");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
-    LIT(&b, "]K\x01" "a(K\x02K\x03" "e");          /* 0 [1,2,3] EMPTY_LIST APPEND APPENDS */
-    LIT(&b, "(K\x04K\x05l");                      /* 1 [4,5] LIST */
+    LIT(&b, "]K\x01"
+            "a(K\x02K\x03"
+            "e");            /* 0 [1,2,3] EMPTY_LIST APPEND APPENDS */
+    LIT(&b, "(K\x04K\x05l"); /* 1 [4,5] LIST */
     LIT(&b, "}\x8c\x02k1K\x01s(\x8c\x02k2K\x02\x8c\x02k3K\x03u"); /* 2 SETITEM SETITEMS */
-    LIT(&b, "(\x8c\x01" "aK\x01\x8c\x01" "bK\x02" "d");  /* 3 DICT */
-    LIT(&b, ")");                                  /* 4 EMPTY_TUPLE */
-    LIT(&b, "(K\x01K\x02K\x03K\x04t");            /* 5 TUPLE */
-    LIT(&b, "K\x01\x85");                          /* 6 TUPLE1 */
-    LIT(&b, "K\x01K\x02\x86");                     /* 7 TUPLE2 */
-    LIT(&b, "K\x01K\x02K\x03\x87");                /* 8 TUPLE3 */
-    LIT(&b, "\x8f(K\x07K\x08\x90");                /* 9 EMPTY_SET ADDITEMS */
-    LIT(&b, "(K\x09\x91");                         /* 10 FROZENSET */
-    LIT(&b, "}");                                  /* 11 EMPTY_DICT */
-    LIT(&b, "\x8f");                               /* 12 empty set */
-    LIT(&b, "(l");                                 /* 13 LIST of nothing */
+    LIT(&b, "(\x8c\x01"
+            "aK\x01\x8c\x01"
+            "bK\x02"
+            "d");                      /* 3 DICT */
+    LIT(&b, ")");                      /* 4 EMPTY_TUPLE */
+    LIT(&b, "(K\x01K\x02K\x03K\x04t"); /* 5 TUPLE */
+    LIT(&b, "K\x01\x85");              /* 6 TUPLE1 */
+    LIT(&b, "K\x01K\x02\x86");         /* 7 TUPLE2 */
+    LIT(&b, "K\x01K\x02K\x03\x87");    /* 8 TUPLE3 */
+    LIT(&b, "\x8f(K\x07K\x08\x90");    /* 9 EMPTY_SET ADDITEMS */
+    LIT(&b, "(K\x09\x91");             /* 10 FROZENSET */
+    LIT(&b, "}");                      /* 11 EMPTY_DICT */
+    LIT(&b, "\x8f");                   /* 12 empty set */
+    LIT(&b, "(l");                     /* 13 LIST of nothing */
     pk_tuple(&b);
     pk_stop(&b);
     ckpt_file *f = OPEN_OK(&b, NULL);
@@ -373,17 +388,20 @@ static void test_containers(void) {
     bb_free(&b);
 }
 
-static void test_stack_ops(void) {
+static void test_stack_ops(void)
+{
     SECTION("POP");
     bb b = {0};
-    LIT(&b, "\x80\x02K\x01K\x02" "0.");
+    LIT(&b, "\x80\x02K\x01K\x02"
+            "0.");
     ckpt_file *f = OPEN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_root(f), 1);
     ckpt_close(f);
     bb_free(&b);
 
     SECTION("POP_MARK");
-    LIT(&b, "\x80\x02K\x05(K\x06K\x07" "1.");
+    LIT(&b, "\x80\x02K\x05(K\x06K\x07"
+            "1.");
     f = OPEN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_root(f), 5);
     ckpt_close(f);
@@ -397,7 +415,8 @@ static void test_stack_ops(void) {
     bb_free(&b);
 
     SECTION("DUP");
-    LIT(&b, "\x80\x02]2K\x01" "a\x86.");
+    LIT(&b, "\x80\x02]2K\x01"
+            "a\x86.");
     f = OPEN_OK(&b, NULL);
     if (f) {
         const ckpt_value *r = ckpt_root(f);
@@ -410,7 +429,8 @@ static void test_stack_ops(void) {
     bb_free(&b);
 }
 
-static void test_memo(void) {
+static void test_memo(void)
+{
     SECTION("PUT/GET text");
     bb b = {0};
     LIT(&b, "K\x07p3\n0g3\n.");
@@ -432,7 +452,8 @@ static void test_memo(void) {
     bb_free(&b);
 
     SECTION("LONG_BINPUT/LONG_BINGET");
-    LIT(&b, "\x80\x02K\x09r\x70\x11\x01\x00" "0j\x70\x11\x01\x00."); /* key 70000 */
+    LIT(&b, "\x80\x02K\x09r\x70\x11\x01\x00"
+            "0j\x70\x11\x01\x00."); /* key 70000 */
     f = OPEN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_root(f), 9);
     ckpt_close(f);
@@ -440,7 +461,9 @@ static void test_memo(void) {
 
     SECTION("MEMOIZE");
     /* MEMOIZE keys are len(memo): 0, then 1 */
-    LIT(&b, "\x80\x04K\x0a\x94" "0K\x0b\x94" "0h\x00h\x01\x86.");
+    LIT(&b, "\x80\x04K\x0a\x94"
+            "0K\x0b\x94"
+            "0h\x00h\x01\x86.");
     f = OPEN_OK(&b, NULL);
     if (f) {
         const ckpt_value *r = ckpt_root(f);
@@ -451,30 +474,41 @@ static void test_memo(void) {
     bb_free(&b);
 
     SECTION("memo overwrite");
-    LIT(&b, "\x80\x02K\x01q\x00" "0K\x02q\x00" "0h\x00.");
+    LIT(&b, "\x80\x02K\x01q\x00"
+            "0K\x02q\x00"
+            "0h\x00.");
     f = OPEN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_root(f), 2);
     ckpt_close(f);
     bb_free(&b);
 }
 
-static void test_globals(void) {
+static void test_globals(void)
+{
     SECTION("GLOBAL/STACK_GLOBAL");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
     size_t offs[5];
     offs[0] = b.n;
-    LIT(&b, "c__builtin__\nset\n");                 /* GLOBAL, Python 2 module name */
-    offs[1] = b.n + 16;                              /* the STACK_GLOBAL opcode */
-    LIT(&b, "\x8c\x08" "builtins" "\x8c\x04" "eval" "\x93");
+    LIT(&b, "c__builtin__\nset\n"); /* GLOBAL, Python 2 module name */
+    offs[1] = b.n + 16;             /* the STACK_GLOBAL opcode */
+    LIT(&b, "\x8c\x08"
+            "builtins"
+            "\x8c\x04"
+            "eval"
+            "\x93");
     offs[2] = b.n + 18;
-    LIT(&b, "\x8c\x0b" "__builtin__" "\x8c\x03" "len" "\x93");
+    LIT(&b, "\x8c\x0b"
+            "__builtin__"
+            "\x8c\x03"
+            "len"
+            "\x93");
     offs[3] = b.n;
     LIT(&b, "ccopy_reg\n_reconstructor\n");
     offs[4] = b.n;
     LIT(&b, "cos\nsystem\n");
-    LIT(&b, "\x8c\x02hi\x85R");                     /* os.system('hi'): REDUCE */
+    LIT(&b, "\x8c\x02hi\x85R"); /* os.system('hi'): REDUCE */
     pk_tuple(&b);
     pk_stop(&b);
     ckpt_file *f = OPEN_OK(&b, NULL);
@@ -509,15 +543,18 @@ static void test_globals(void) {
 }
 
 /* Unknown classes through REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ; BUILD. */
-static void test_objects(void) {
+static void test_objects(void)
+{
     SECTION("objects");
     bb b = {0};
     pk_proto(&b, 4);
     pk_mark(&b);
     /* 0: REDUCE foo.Bar(1, 2) + BUILD {'a': 1} */
-    LIT(&b, "cfoo\nBar\nK\x01K\x02\x86R}\x8c\x01" "aK\x01sb");
+    LIT(&b, "cfoo\nBar\nK\x01K\x02\x86R}\x8c\x01"
+            "aK\x01sb");
     /* 1: NEWOBJ foo.Baz() with SETITEM and APPEND on it */
-    LIT(&b, "cfoo\nBaz\n)\x81\x8c\x01kK\x05sK\x06" "a");
+    LIT(&b, "cfoo\nBaz\n)\x81\x8c\x01kK\x05sK\x06"
+            "a");
     /* 2: NEWOBJ_EX foo.Qux(1, k=2) */
     LIT(&b, "cfoo\nQux\nK\x01\x85}\x8c\x01kK\x02s\x92");
     /* 3: INST foo.Old(3) */
@@ -591,19 +628,24 @@ static void test_objects(void) {
 }
 
 /* What PyTorch's loader interprets: OrderedDict, _codecs.encode, set(...). */
-static void test_known_callables(void) {
+static void test_known_callables(void)
+{
     SECTION("known callables");
     bb b = {0};
     pk_proto(&b, 2);
     pk_mark(&b);
     /* 0: OrderedDict() + SETITEMS + BUILD of _metadata (ignored) */
-    LIT(&b, "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00" "aK\x01u}X\x09\x00\x00\x00_metadata}sb");
+    LIT(&b, "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
+            "aK\x01u}X\x09\x00\x00\x00_metadata}sb");
     /* 1: _codecs.encode(u'\xffA\x00', 'latin1') */
-    LIT(&b, "c_codecs\nencode\nX\x04\x00\x00\x00\xc3\xbf" "A\x00X\x06\x00\x00\x00latin1\x86R");
+    LIT(&b, "c_codecs\nencode\nX\x04\x00\x00\x00\xc3\xbf"
+            "A\x00X\x06\x00\x00\x00latin1\x86R");
     /* 2: __builtin__.set([1, 2]) */
-    LIT(&b, "c__builtin__\nset\n](K\x01K\x02" "e\x85R");
+    LIT(&b, "c__builtin__\nset\n](K\x01K\x02"
+            "e\x85R");
     /* 3: OrderedDict([('x', 1)]) */
-    LIT(&b, "ccollections\nOrderedDict\n]X\x01\x00\x00\x00xK\x01\x86" "a\x85R");
+    LIT(&b, "ccollections\nOrderedDict\n]X\x01\x00\x00\x00xK\x01\x86"
+            "a\x85R");
     /* 4: builtins.frozenset((3,)) */
     LIT(&b, "c__builtin__\nfrozenset\nK\x03\x85\x85R");
     /* 5: defaultdict(list) */
@@ -623,7 +665,10 @@ static void test_known_callables(void) {
         CHECK_VINT(ckpt_value_get(v, "a"), 1);
         CHECK(ckpt_value_get(v, "_metadata") == NULL);
         v = ckpt_value_item(r, 1);
-        CHECK_VSTR(v, CKPT_V_BYTES, "\xff" "A\x00", 3);
+        CHECK_VSTR(v, CKPT_V_BYTES,
+                   "\xff"
+                   "A\x00",
+                   3);
         v = ckpt_value_item(r, 2);
         CHECK_KIND(v, CKPT_V_SET);
         CHECK_EQ_INT(ckpt_value_len(v), 2);
@@ -647,7 +692,8 @@ static void test_known_callables(void) {
 }
 
 /* FRAME, PROTO 5, NEWTRUE/NEWFALSE, NONE, READONLY_BUFFER. */
-static void test_misc_ops(void) {
+static void test_misc_ops(void)
+{
     SECTION("FRAME/PROTO/bools/none");
     bb b = {0};
     pk_proto(&b, 5);
@@ -682,7 +728,8 @@ static void test_misc_ops(void) {
     }
     ckpt_close(f);
     bb_free(&b);
-    LIT(&b, "}q\x00(X\x01\x00\x00\x00" "aq\x01K\x01u.");
+    LIT(&b, "}q\x00(X\x01\x00\x00\x00"
+            "aq\x01K\x01u.");
     f = OPEN_OK(&b, NULL);
     if (f) CHECK_VINT(ckpt_value_get(ckpt_root(f), "a"), 1);
     ckpt_close(f);
@@ -691,7 +738,8 @@ static void test_misc_ops(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     bb b = {0};
     SECTION("unknown opcode");
     LIT(&b, "\x80\x02K\x01\xff.");
@@ -699,7 +747,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("stack underflow");
-    LIT(&b, "\x80\x02K\x01" "00.");
+    LIT(&b, "\x80\x02K\x01"
+            "00.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "stack underflow");
     bb_free(&b);
 
@@ -729,12 +778,14 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("APPEND on a dict");
-    LIT(&b, "\x80\x02}K\x01" "a.");
+    LIT(&b, "\x80\x02}K\x01"
+            "a.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "APPEND to a dict");
     bb_free(&b);
 
     SECTION("APPENDS on a str");
-    LIT(&b, "\x80\x02X\x00\x00\x00\x00(K\x01" "e.");
+    LIT(&b, "\x80\x02X\x00\x00\x00\x00(K\x01"
+            "e.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 10, "APPEND to a str");
     bb_free(&b);
 
@@ -749,7 +800,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("BINUNICODE longer than the pickle");
-    LIT(&b, "\x80\x02K\x00X\x10\x00\x00\x00" "ab.");
+    LIT(&b, "\x80\x02K\x00X\x10\x00\x00\x00"
+            "ab.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 4, "truncated");
     bb_free(&b);
 
@@ -795,7 +847,8 @@ static void test_errors(void) {
     bb_free(&b);
 
     SECTION("DICT odd items");
-    LIT(&b, "\x80\x02(K\x01" "d.");
+    LIT(&b, "\x80\x02(K\x01"
+            "d.");
     EXPECT_FAIL(&b, NULL, CKPT_E_PICKLE, 5, "odd");
     bb_free(&b);
 
@@ -822,7 +875,8 @@ static void test_errors(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_limits(void) {
+static void test_limits(void)
+{
     ckpt_options o;
     bb b = {0};
 
@@ -884,8 +938,12 @@ static void test_limits(void) {
     o.max_depth = 10;
     for (int levels = 10; levels <= 11; levels++) {
         bb_free(&b);
-        LIT(&b, "\x80\x02]q\x00" "0");
-        for (int i = 0; i < levels; i++) LIT(&b, "]h\x00" "aq\x00" "0");
+        LIT(&b, "\x80\x02]q\x00"
+                "0");
+        for (int i = 0; i < levels; i++)
+            LIT(&b, "]h\x00"
+                    "aq\x00"
+                    "0");
         LIT(&b, "h\x00.");
         if (levels == 10) {
             f = OPEN_OK(&b, &o);
@@ -906,8 +964,12 @@ static void test_limits(void) {
     }
     bb_free(&b);
     /* the default depth limit stops a 5000-deep nest cleanly */
-    LIT(&b, "\x80\x02]q\x00" "0");
-    for (int i = 0; i < 5000; i++) LIT(&b, "]h\x00" "aq\x00" "0");
+    LIT(&b, "\x80\x02]q\x00"
+            "0");
+    for (int i = 0; i < 5000; i++)
+        LIT(&b, "]h\x00"
+                "aq\x00"
+                "0");
     LIT(&b, "h\x00.");
     EXPECT_FAIL(&b, NULL, CKPT_E_LIMIT, -1, "deeper than 1000");
     bb_free(&b);
@@ -941,7 +1003,8 @@ static void test_limits(void) {
     /* fan-out: one list met n times from the root costs 1 + n visits, and
      * its n 2-byte references add n / 2 + ... to the budget: linear sharing
      * stays within max_expansion + pickle bytes / 2 whatever n is */
-    LIT(&b, "\x80\x02]q\x00" "0(");
+    LIT(&b, "\x80\x02]q\x00"
+            "0(");
     for (int i = 0; i < 5000; i++) LIT(&b, "h\x00");
     LIT(&b, "l.");
     f = OPEN_OK(&b, &o);
@@ -968,7 +1031,8 @@ static void test_limits(void) {
     ckpt_options_init(&o);
     o.max_pickle_bytes = 8;
     /* a string longer than the limit */
-    LIT(&b, "\x80\x02X\x10\x00\x00\x00" "0123456789abcdef.");
+    LIT(&b, "\x80\x02X\x10\x00\x00\x00"
+            "0123456789abcdef.");
     {
         ckpt_error e = open_fail(&b, &o);
         CHECK_EQ_INT(e.code, CKPT_E_LIMIT);
@@ -990,7 +1054,8 @@ static void test_limits(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_notes(void) {
+static void test_notes(void)
+{
     SECTION("note: second PROTO");
     bb b = {0};
     LIT(&b, "\x80\x02\x80\x02N.");
@@ -1017,10 +1082,13 @@ static void test_notes(void) {
 }
 
 /* options.key on a plain pickle selects the value under a top-level key. */
-static void test_key(void) {
+static void test_key(void)
+{
     SECTION("options.key");
     bb b = {0};
-    LIT(&b, "\x80\x02}(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00" "bK\x02u.");
+    LIT(&b, "\x80\x02}(X\x01\x00\x00\x00"
+            "aK\x01X\x01\x00\x00\x00"
+            "bK\x02u.");
     ckpt_options o;
     ckpt_options_init(&o);
     o.key = "b";
@@ -1039,7 +1107,8 @@ typedef struct seen_globals {
     int called[8];
 } seen_globals;
 
-static void on_global_cb(void *ctx, const ckpt_global_ref *g) {
+static void on_global_cb(void *ctx, const ckpt_global_ref *g)
+{
     seen_globals *s = ctx;
     if (s->n < 8) {
         snprintf(s->names[s->n], sizeof s->names[0], "%s.%s", g->module, g->name);
@@ -1048,10 +1117,14 @@ static void on_global_cb(void *ctx, const ckpt_global_ref *g) {
     s->n++;
 }
 
-static void test_on_global(void) {
+static void test_on_global(void)
+{
     SECTION("on_global");
     bb b = {0};
-    LIT(&b, "\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00lsq\x00\x85R" "c__builtin__\neval\n" "\xff.");
+    LIT(&b, "\x80\x02"
+            "cos\nsystem\nX\x02\x00\x00\x00lsq\x00\x85R"
+            "c__builtin__\neval\n"
+            "\xff.");
     seen_globals s;
     memset(&s, 0, sizeof s);
     ckpt_options o;
@@ -1067,7 +1140,8 @@ static void test_on_global(void) {
     bb_free(&b);
 
     memset(&s, 0, sizeof s);
-    LIT(&b, "\x80\x02" "ccollections\nOrderedDict\n)R.");
+    LIT(&b, "\x80\x02"
+            "ccollections\nOrderedDict\n)R.");
     ckpt_file *f = OPEN_OK(&b, &o);
     CHECK_EQ_INT(s.n, 1);
     CHECK_STR(s.names[0], "collections.OrderedDict");
@@ -1077,7 +1151,8 @@ static void test_on_global(void) {
     bb_free(&b);
 }
 
-int main(void) {
+int main(void)
+{
     test_format();
     test_text_ints();
     test_binary_longs();

@@ -18,7 +18,8 @@
 
 static float W[12];
 
-static void make_zip(zipb *z) {
+static void make_zip(zipb *z)
+{
     bb p = {0}, d = {0};
     for (int i = 0; i < 12; i++) W[i] = (float)i * 0.75f - 2.0f;
     for (int i = 0; i < 12; i++) bb_f32le(&d, W[i]);
@@ -41,7 +42,8 @@ static void make_zip(zipb *z) {
     bb_free(&d);
 }
 
-static int write_temp(char *path, const void *data, size_t n) {
+static int write_temp(char *path, const void *data, size_t n)
+{
     int fd = mkstemp(path);
     if (fd < 0) return -1;
     int ok = write(fd, data, n) == (ssize_t)n;
@@ -49,7 +51,8 @@ static int write_temp(char *path, const void *data, size_t n) {
     return ok ? 0 : -1;
 }
 
-static void check_zip_file(ckpt_file *f, int mapped, const zipb *z) {
+static void check_zip_file(ckpt_file *f, int mapped, const zipb *z)
+{
     CHECK_EQ_INT(ckpt_tensor_count(f), 2);
     const ckpt_tensor *w = ckpt_find(f, "w"), *wt = ckpt_find(f, "wt");
     CHECK(w && wt);
@@ -79,7 +82,8 @@ static void check_zip_file(ckpt_file *f, int mapped, const zipb *z) {
     CHECK_EQ_INT(ckpt_verify(f, NULL, NULL, &err), 0);
 }
 
-static void test_path(void) {
+static void test_path(void)
+{
     SECTION("ckpt_open with and without mmap");
     zipb z;
     make_zip(&z);
@@ -175,12 +179,13 @@ typedef struct mreader {
     const uint8_t *data;
     uint64_t size;
     int reads, closes;
-    int fail_all;           /* every read fails */
-    uint64_t fail_from;     /* reads reaching at or past this offset fail (0: none) */
-    int bad_args;           /* a read outside [0, size) was asked for */
+    int fail_all;       /* every read fails */
+    uint64_t fail_from; /* reads reaching at or past this offset fail (0: none) */
+    int bad_args;       /* a read outside [0, size) was asked for */
 } mreader;
 
-static int mr_read(void *opaque, uint64_t off, void *buf, size_t n) {
+static int mr_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
     mreader *m = opaque;
     m->reads++;
     if (off > m->size || n > m->size - off) {
@@ -192,9 +197,13 @@ static int mr_read(void *opaque, uint64_t off, void *buf, size_t n) {
     memcpy(buf, m->data + off, n);
     return 0;
 }
-static void mr_close(void *opaque) { ((mreader *)opaque)->closes++; }
+static void mr_close(void *opaque)
+{
+    ((mreader *)opaque)->closes++;
+}
 
-static ckpt_reader make_reader(mreader *m, const void *data, size_t n) {
+static ckpt_reader make_reader(mreader *m, const void *data, size_t n)
+{
     memset(m, 0, sizeof *m);
     m->data = data;
     m->size = n;
@@ -202,7 +211,8 @@ static ckpt_reader make_reader(mreader *m, const void *data, size_t n) {
     return r;
 }
 
-static void test_reader(void) {
+static void test_reader(void)
+{
     zipb z;
     make_zip(&z);
     mreader m;
@@ -303,7 +313,8 @@ static void test_reader(void) {
 
 /* An archive of 1500 records: its central directory is larger than one
  * read window; through a reader (windows slide) as from memory. */
-static void test_many_records(void) {
+static void test_many_records(void)
+{
     SECTION("1500 records through a reader");
     static zipb z;
     bb p = {0};
@@ -346,7 +357,8 @@ static void test_many_records(void) {
             snprintf(name, sizeof name, "encoder.layer.%d.attention.self.query.weight", i);
             int32_t v[3] = {0, 0, 0};
             if (!t || strcmp(t->name, name) != 0 || t->dtype != CKPT_INT32 ||
-                ckpt_tensor_read(f, t, v, sizeof v, &err) != 0 || v[0] != i || v[1] != -i || v[2] != i * 7)
+                ckpt_tensor_read(f, t, v, sizeof v, &err) != 0 || v[0] != i || v[1] != -i ||
+                v[2] != i * 7)
                 bad++;
         }
         CHECK_EQ_INT(bad, 0);
@@ -359,7 +371,8 @@ static void test_many_records(void) {
     bb_free(&z.out);
 }
 
-static void count_global(void *ctx, const ckpt_global_ref *g) {
+static void count_global(void *ctx, const ckpt_global_ref *g)
+{
     (void)g;
     ++*(int *)ctx;
 }
@@ -367,7 +380,8 @@ static void count_global(void *ctx, const ckpt_global_ref *g) {
 /* A plain pickle larger than one 64 KiB read window: read in place from
  * memory, grown window by window through a reader or a file; the globals and
  * notes are recorded once whichever way. */
-static void test_big_pickle(void) {
+static void test_big_pickle(void)
+{
     SECTION("pickle larger than the read window");
     bb p = {0};
     pk_proto(&p, 2);
@@ -396,7 +410,7 @@ static void test_big_pickle(void) {
         o.on_global_ctx = &seen;
         ckpt_error err;
         memset(&err, 0, sizeof err);
-        ckpt_file *f = how == 0 ? ckpt_open_memory(p.p, p.n, &o, &err)
+        ckpt_file *f = how == 0   ? ckpt_open_memory(p.p, p.n, &o, &err)
                        : how == 1 ? ckpt_open_reader(&r, &o, &err)
                                   : ckpt_open(path, &o, &err);
         CHECK_EQ_INT(seen, 2); /* once each, though the pickle is run window by window */
@@ -429,7 +443,8 @@ static void test_big_pickle(void) {
         o.max_pickle_bytes = 100000;
         ckpt_error err;
         memset(&err, 0, sizeof err);
-        ckpt_file *f = how == 0 ? ckpt_open_reader(&r, &o, &err) : ckpt_open_memory(p.p, p.n, &o, &err);
+        ckpt_file *f =
+            how == 0 ? ckpt_open_reader(&r, &o, &err) : ckpt_open_memory(p.p, p.n, &o, &err);
         CHECK(f == NULL);
         ckpt_close(f);
         CHECK_EQ_INT(err.code, CKPT_E_LIMIT);
@@ -440,14 +455,16 @@ static void test_big_pickle(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static int sink(void *ctx, const char *s, size_t n) {
+static int sink(void *ctx, const char *s, size_t n)
+{
     (void)ctx;
     (void)s;
     (void)n;
     return 0;
 }
 
-static void test_null_arguments(void) {
+static void test_null_arguments(void)
+{
     SECTION("NULL arguments");
     ckpt_error err;
     memset(&err, 0, sizeof err);
@@ -538,7 +555,8 @@ static void test_null_arguments(void) {
 }
 
 /* Error structs: every code has a name; failures leave a clean message. */
-static void test_codes_and_dtypes(void) {
+static void test_codes_and_dtypes(void)
+{
     SECTION("code names");
     const char *names[10];
     for (int c = 0; c <= CKPT_E_NOTMAPPABLE; c++) {
@@ -555,16 +573,26 @@ static void test_codes_and_dtypes(void) {
         const char *name;
         size_t size;
     } tab[] = {
-        {CKPT_FLOAT64, "float64", 8},      {CKPT_FLOAT32, "float32", 4},
-        {CKPT_FLOAT16, "float16", 2},      {CKPT_BFLOAT16, "bfloat16", 2},
-        {CKPT_INT64, "int64", 8},          {CKPT_INT32, "int32", 4},
-        {CKPT_INT16, "int16", 2},          {CKPT_INT8, "int8", 1},
-        {CKPT_UINT8, "uint8", 1},          {CKPT_BOOL, "bool", 1},
-        {CKPT_COMPLEX64, "complex64", 8},  {CKPT_COMPLEX128, "complex128", 16},
-        {CKPT_COMPLEX32, "complex32", 4},  {CKPT_FLOAT8_E4M3FN, "float8_e4m3fn", 1},
-        {CKPT_FLOAT8_E5M2, "float8_e5m2", 1}, {CKPT_FLOAT8_E4M3FNUZ, "float8_e4m3fnuz", 1},
-        {CKPT_FLOAT8_E5M2FNUZ, "float8_e5m2fnuz", 1}, {CKPT_FLOAT8_E8M0FNU, "float8_e8m0fnu", 1},
-        {CKPT_UINT16, "uint16", 2},        {CKPT_UINT32, "uint32", 4},
+        {CKPT_FLOAT64, "float64", 8},
+        {CKPT_FLOAT32, "float32", 4},
+        {CKPT_FLOAT16, "float16", 2},
+        {CKPT_BFLOAT16, "bfloat16", 2},
+        {CKPT_INT64, "int64", 8},
+        {CKPT_INT32, "int32", 4},
+        {CKPT_INT16, "int16", 2},
+        {CKPT_INT8, "int8", 1},
+        {CKPT_UINT8, "uint8", 1},
+        {CKPT_BOOL, "bool", 1},
+        {CKPT_COMPLEX64, "complex64", 8},
+        {CKPT_COMPLEX128, "complex128", 16},
+        {CKPT_COMPLEX32, "complex32", 4},
+        {CKPT_FLOAT8_E4M3FN, "float8_e4m3fn", 1},
+        {CKPT_FLOAT8_E5M2, "float8_e5m2", 1},
+        {CKPT_FLOAT8_E4M3FNUZ, "float8_e4m3fnuz", 1},
+        {CKPT_FLOAT8_E5M2FNUZ, "float8_e5m2fnuz", 1},
+        {CKPT_FLOAT8_E8M0FNU, "float8_e8m0fnu", 1},
+        {CKPT_UINT16, "uint16", 2},
+        {CKPT_UINT32, "uint32", 4},
         {CKPT_UINT64, "uint64", 8},
     };
     CHECK_EQ_INT(sizeof tab / sizeof tab[0], CKPT_UINT64 + 1); /* the last dtype */
@@ -599,7 +627,8 @@ static void test_codes_and_dtypes(void) {
     SECTION("error messages are one line");
     /* a control character from the file must not reach the message: the
      * missing-key message lists the keys, one of them "a\nb\tc" */
-    static const uint8_t pkl[] = "\x80\x02}X\x05\x00\x00\x00" "a\nb\tcK\x01s.";
+    static const uint8_t pkl[] = "\x80\x02}X\x05\x00\x00\x00"
+                                 "a\nb\tcK\x01s.";
     ckpt_options ko;
     ckpt_options_init(&ko);
     ko.key = "zz";
@@ -611,7 +640,8 @@ static void test_codes_and_dtypes(void) {
     for (const char *c = err.message; *c; c++) CHECK((unsigned char)*c >= 0x20);
 }
 
-int main(void) {
+int main(void)
+{
     test_path();
     test_reader();
     test_big_pickle();

@@ -11,15 +11,15 @@
 #include "harness.h"
 #include "build.h"
 
-
-
 /* ------------------------------------------------------------------------ */
 /* Member builders                                                            */
 /* ------------------------------------------------------------------------ */
 
 /* One storage record: pickle((key, location, StorageClass)), count, data.
  * Returns the offset of the data within the member. */
-static size_t st_record(bb *m, int64_t key, const char *cls, uint64_t count, const void *data, size_t n) {
+static size_t st_record(bb *m, int64_t key, const char *cls, uint64_t count, const void *data,
+                        size_t n)
+{
     pk_proto(m, 2);
     pk_int(m, key);
     pk_str(m, "cpu");
@@ -33,7 +33,8 @@ static size_t st_record(bb *m, int64_t key, const char *cls, uint64_t count, con
 }
 
 /* pickle([(view_key, root_key, offset, numel), ...]) */
-static void st_views(bb *m, const int64_t (*v)[4], int n) {
+static void st_views(bb *m, const int64_t (*v)[4], int n)
+{
     pk_proto(m, 2);
     pk_empty_list(m);
     for (int i = 0; i < n; i++) {
@@ -45,7 +46,8 @@ static void st_views(bb *m, const int64_t (*v)[4], int n) {
     pk_stop(m);
 }
 
-static void pk_count(bb *m, int64_t n) {
+static void pk_count(bb *m, int64_t n)
+{
     pk_proto(m, 2);
     pk_int(m, n);
     pk_stop(m);
@@ -53,8 +55,9 @@ static void pk_count(bb *m, int64_t n) {
 
 /* One tensor record: pickle((key, storage_key, TensorClass)), int32 ndim,
  * 4 pad bytes, sizes, strides, int64 storage offset. */
-static void tn_record(bb *m, int64_t key, int64_t skey, const char *cls, int nd, const int64_t *shape,
-                      const int64_t *stride, int64_t off) {
+static void tn_record(bb *m, int64_t key, int64_t skey, const char *cls, int nd,
+                      const int64_t *shape, const int64_t *stride, int64_t off)
+{
     pk_proto(m, 2);
     pk_int(m, key);
     pk_int(m, skey);
@@ -69,7 +72,8 @@ static void tn_record(bb *m, int64_t key, int64_t skey, const char *cls, int nd,
 }
 
 /* A tensor reference in the object pickle: BINPERSID of str(key). */
-static void pk_tref(bb *p, int64_t key) {
+static void pk_tref(bb *p, int64_t key)
+{
     char s[32];
     snprintf(s, sizeof s, "%lld", (long long)key);
     pk_str(p, s);
@@ -84,22 +88,23 @@ static float F[6] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
 static int64_t LL[2] = {-9, 1LL << 50};
 
 typedef struct tar_opts {
-    int64_t view_off;     /* view 2 = root 0 [view_off, +3) */
-    int64_t t11_storage;  /* storage of tensor 11 (2: the view) */
-    int64_t t10_rows;     /* rows of tensor 10 (2) */
-    int bad_checksum;     /* corrupt the 'storages' header */
-    int skip_tensors;     /* leave the 'tensors' member out */
-    int pax_no_eq;        /* a PAX header whose record has no '=' */
-    int long_prefix;      /* a member named with a full 155-byte prefix + 100-byte name */
-    int pax_path;         /* name the pickle member through a PAX path record */
-    uint64_t long_count;  /* element count written for storage 1 (2) */
+    int64_t view_off;    /* view 2 = root 0 [view_off, +3) */
+    int64_t t11_storage; /* storage of tensor 11 (2: the view) */
+    int64_t t10_rows;    /* rows of tensor 10 (2) */
+    int bad_checksum;    /* corrupt the 'storages' header */
+    int skip_tensors;    /* leave the 'tensors' member out */
+    int pax_no_eq;       /* a PAX header whose record has no '=' */
+    int long_prefix;     /* a member named with a full 155-byte prefix + 100-byte name */
+    int pax_path;        /* name the pickle member through a PAX path record */
+    uint64_t long_count; /* element count written for storage 1 (2) */
 } tar_opts;
 
 typedef struct tar_layout {
     size_t storages_hdr, data0, data1, tensors_hdr;
 } tar_layout;
 
-static void fixture(bb *b, const tar_opts *o, tar_layout *lay) {
+static void fixture(bb *b, const tar_opts *o, tar_layout *lay)
+{
     bb sys = {0}, st = {0}, tn = {0}, pk = {0};
     memset(lay, 0, sizeof *lay);
     tar_sys_info(&sys);
@@ -181,7 +186,8 @@ static void fixture(bb *b, const tar_opts *o, tar_layout *lay) {
 
 static const tar_opts GOOD = {2, 2, 2, 0, 0, 0, 0, 0, 2};
 
-static void check_good(ckpt_file *f, const tar_layout *lay) {
+static void check_good(ckpt_file *f, const tar_layout *lay)
+{
     ckpt_info info;
     ckpt_get_info(f, &info);
     CHECK_EQ_INT(info.format, CKPT_FORMAT_TAR);
@@ -203,7 +209,8 @@ static void check_good(ckpt_file *f, const tar_layout *lay) {
         CHECK_EQ_INT(ckpt_tensor_read(f, t, got, sizeof got, &err), 0);
         CHECK_MEM(got, F, 24);
         const ckpt_storage *s = ckpt_storage_at(f, t->storage);
-        CHECK(s && strcmp(s->key, "0") == 0 && s->nbytes == 24 && s->file_offset == (int64_t)lay->data0);
+        CHECK(s && strcmp(s->key, "0") == 0 && s->nbytes == 24 &&
+              s->file_offset == (int64_t)lay->data0);
     }
     /* v: storage view 2 = root [2, 5); offset 1 -> root elements 3, 4 */
     t = ckpt_find(f, "v");
@@ -214,7 +221,8 @@ static void check_good(ckpt_file *f, const tar_layout *lay) {
         CHECK_EQ_INT(ckpt_tensor_read(f, t, got, sizeof got, &err), 0);
         CHECK(got[0] == F[3] && got[1] == F[4]);
         const ckpt_storage *s = ckpt_storage_at(f, t->storage);
-        CHECK(s && strcmp(s->key, "2") == 0 && s->nbytes == 12 && s->file_offset == (int64_t)lay->data0 + 8);
+        CHECK(s && strcmp(s->key, "2") == 0 && s->nbytes == 12 &&
+              s->file_offset == (int64_t)lay->data0 + 8);
     }
     t = ckpt_find(f, "t");
     CHECK(t != NULL);
@@ -255,7 +263,8 @@ static void check_good(ckpt_file *f, const tar_layout *lay) {
     CHECK_EQ_INT(ckpt_verify(f, NULL, NULL, &err), 0);
 }
 
-static void test_good(void) {
+static void test_good(void)
+{
     SECTION("tar");
     bb b = {0};
     tar_layout lay;
@@ -298,7 +307,8 @@ static void test_good(void) {
     bb_free(&b);
 }
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     bb b = {0};
     tar_layout lay;
     tar_opts o;
@@ -385,7 +395,8 @@ static void test_errors(void) {
 }
 
 /* Inputs that could corrupt memory: run in a child (and under ASan). */
-static int open_pax_no_eq(void *ctx) {
+static int open_pax_no_eq(void *ctx)
+{
     (void)ctx;
     bb b = {0};
     tar_layout lay;
@@ -400,7 +411,8 @@ static int open_pax_no_eq(void *ctx) {
     return ok ? 0 : 1;
 }
 
-static int open_long_prefix(void *ctx) {
+static int open_long_prefix(void *ctx)
+{
     (void)ctx;
     bb b = {0};
     tar_layout lay;
@@ -415,7 +427,8 @@ static int open_long_prefix(void *ctx) {
     return ok ? 0 : 1;
 }
 
-static void test_hostile_headers(void) {
+static void test_hostile_headers(void)
+{
     SECTION("tar: PAX record shorter than its own header");
     CHECK_ISOLATED(open_pax_no_eq, NULL);
     SECTION("tar: 155-byte prefix + 100-byte name");
@@ -426,7 +439,8 @@ static void test_hostile_headers(void) {
 /* Full model: modules as (Class, source_file, source) ids                   */
 /* ------------------------------------------------------------------------ */
 
-static void module_begin(bb *p, const char *cls) {
+static void module_begin(bb *p, const char *cls)
+{
     pk_mark(p);
     pk_global(p, "__main__", cls);
     pk_str(p, "model.py");
@@ -438,12 +452,14 @@ static void module_begin(bb *p, const char *cls) {
     pk_empty_dict(p);
     pk_mark(p);
 }
-static void module_end(bb *p) {
+static void module_end(bb *p)
+{
     pk_setitems(p);
     pk_build(p);
 }
 
-static void test_full_model(void) {
+static void test_full_model(void)
+{
     SECTION("tar: full model");
     bb b = {0}, sys = {0}, st = {0}, tn = {0}, pk = {0};
     float d[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -510,7 +526,8 @@ static void test_full_model(void) {
     ckpt_file *f = OPEN_OK(&b, NULL);
     if (f) {
         CHECK_EQ_INT(ckpt_tensor_count(f), 3);
-        const ckpt_tensor *t0 = ckpt_tensor_at(f, 0), *t1 = ckpt_tensor_at(f, 1), *t2 = ckpt_tensor_at(f, 2);
+        const ckpt_tensor *t0 = ckpt_tensor_at(f, 0), *t1 = ckpt_tensor_at(f, 1),
+                          *t2 = ckpt_tensor_at(f, 2);
         CHECK(t0 && strcmp(t0->name, "weight") == 0);
         CHECK(t1 && strcmp(t1->name, "running_var") == 0);
         CHECK(t2 && strcmp(t2->name, "0.weight") == 0);
@@ -529,7 +546,8 @@ static void test_full_model(void) {
     bb_free(&pk);
 }
 
-int main(void) {
+int main(void)
+{
     test_good();
     test_errors();
     test_hostile_headers();

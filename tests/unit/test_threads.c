@@ -37,7 +37,9 @@ typedef struct job {
     long mismatches;
 } job;
 
-static int read_tensor(const ckpt_file *f, const ckpt_tensor *t, uint8_t *buf, int chunked, ckpt_error *e) {
+static int read_tensor(const ckpt_file *f, const ckpt_tensor *t, uint8_t *buf, int chunked,
+                       ckpt_error *e)
+{
     if (!chunked || t->nbytes <= CHUNK) return ckpt_tensor_read(f, t, buf, (size_t)t->nbytes, e);
     for (uint64_t off = 0; off < t->nbytes; off += CHUNK) {
         size_t k = t->nbytes - off < CHUNK ? (size_t)(t->nbytes - off) : CHUNK;
@@ -46,7 +48,8 @@ static int read_tensor(const ckpt_file *f, const ckpt_tensor *t, uint8_t *buf, i
     return 0;
 }
 
-static void *worker(void *arg) {
+static void *worker(void *arg)
+{
     job *j = arg;
     for (size_t k = 0; k < j->n; k++) {
         size_t i = (j->start + k) % j->n;
@@ -68,7 +71,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static void check_file(const char *path, int use_mmap, long *tensors_read) {
+static void check_file(const char *path, int use_mmap, long *tensors_read)
+{
     ckpt_options o;
     ckpt_options_init(&o);
     o.use_mmap = use_mmap;
@@ -97,7 +101,8 @@ static void check_file(const char *path, int use_mmap, long *tensors_read) {
     job jobs[NTHREADS];
     int started[NTHREADS];
     for (int k = 0; k < NTHREADS; k++) {
-        jobs[k] = (job){.f = f, .want = want, .n = n, .start = n ? (size_t)k * n / NTHREADS : 0, .chunked = k};
+        jobs[k] = (job){
+            .f = f, .want = want, .n = n, .start = n ? (size_t)k * n / NTHREADS : 0, .chunked = k};
         started[k] = pthread_create(&th[k], NULL, worker, &jobs[k]) == 0;
         CHECK(started[k]);
     }
@@ -106,7 +111,9 @@ static void check_file(const char *path, int use_mmap, long *tensors_read) {
         if (started[k]) pthread_join(th[k], NULL);
         bad += jobs[k].mismatches;
     }
-    if (bad) fprintf(stderr, "%s (mmap %d): %ld reads differ from the single-threaded read\n", path, use_mmap, bad);
+    if (bad)
+        fprintf(stderr, "%s (mmap %d): %ld reads differ from the single-threaded read\n", path,
+                use_mmap, bad);
     CHECK_EQ_INT(bad, 0);
     *tensors_read += (long)n * NTHREADS;
     for (size_t i = 0; i < n; i++) free(want[i].bytes);
@@ -114,20 +121,25 @@ static void check_file(const char *path, int use_mmap, long *tensors_read) {
     ckpt_close(f);
 }
 
-static int is_fixture(const char *name) {
+static int is_fixture(const char *name)
+{
     size_t n = strlen(name);
-    return (n > 3 && strcmp(name + n - 3, ".pt") == 0) || (n > 4 && strcmp(name + n - 4, ".pkl") == 0);
+    return (n > 3 && strcmp(name + n - 3, ".pt") == 0) ||
+           (n > 4 && strcmp(name + n - 4, ".pkl") == 0);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     char dir[4096];
     if (argc > 1) {
         snprintf(dir, sizeof dir, "%s", argv[1]);
     } else { /* tests/fixtures beside this file's folder */
         snprintf(dir, sizeof dir, "%s", __FILE__);
         char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(dir, sizeof dir, ".");
         strncat(dir, "/../fixtures", sizeof dir - strlen(dir) - 1);
     }
     SECTION("8 threads read every tensor of every fixture");
@@ -147,8 +159,8 @@ int main(int argc, char **argv) {
         files++;
     }
     closedir(d);
-    printf("%ld fixtures, %ld tensor reads on %d threads (%ld of a deflated ZIP)\n", files, reads, NTHREADS,
-           deflated_reads);
+    printf("%ld fixtures, %ld tensor reads on %d threads (%ld of a deflated ZIP)\n", files, reads,
+           NTHREADS, deflated_reads);
     CHECK(files >= 40);
     CHECK(deflated_reads > 0); /* the case that used to race */
     return ut_summary();

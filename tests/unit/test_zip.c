@@ -20,7 +20,8 @@
 #undef OPEN_OK
 #define OPEN_OK(z, o) open_ok_(&(z)->out, (o), __FILE__, __LINE__)
 
-static ckpt_error open_fail_mem(const uint8_t *p, size_t n, const ckpt_options *o) {
+static ckpt_error open_fail_mem(const uint8_t *p, size_t n, const ckpt_options *o)
+{
     bb b = {(uint8_t *)(uintptr_t)p, n, n};
     return open_fail(&b, o);
 }
@@ -31,7 +32,8 @@ static ckpt_error open_fail_mem(const uint8_t *p, size_t n, const ckpt_options *
 
 /* Row-major image of a strided view of `base` (elements of size es). */
 static void ref_view(const void *base, size_t es, int64_t off, int nd, const int64_t *shape,
-                     const int64_t *stride, void *out) {
+                     const int64_t *stride, void *out)
+{
     int64_t idx[16] = {0};
     int64_t numel = 1;
     for (int i = 0; i < nd; i++) numel *= shape[i];
@@ -63,45 +65,45 @@ typedef struct tview {
 static float S0[12], S1[6];
 
 static const tview VIEWS[] = {
-    {"contig", "0", 0, 2, {3, 4}, {4, 1}, 1},
-    {"transposed", "0", 0, 2, {4, 3}, {1, 4}, 0},
-    {"stepped", "0", 1, 1, {5}, {2}, 0},
-    {"expand", "1", 0, 2, {2, 3}, {0, 1}, 0},
-    {"offset", "1", 4, 1, {2}, {1}, 1},
-    {"scalar", "1", 3, 0, {0}, {0}, 1},
-    {"empty", "1", 0, 2, {0, 3}, {3, 1}, 1},
-    {"strided2d", "0", 1, 2, {2, 2}, {6, 2}, 0},
+    {"contig", "0", 0, 2, {3, 4}, {4, 1}, 1}, {"transposed", "0", 0, 2, {4, 3}, {1, 4}, 0},
+    {"stepped", "0", 1, 1, {5}, {2}, 0},      {"expand", "1", 0, 2, {2, 3}, {0, 1}, 0},
+    {"offset", "1", 4, 1, {2}, {1}, 1},       {"scalar", "1", 3, 0, {0}, {0}, 1},
+    {"empty", "1", 0, 2, {0, 3}, {3, 1}, 1},  {"strided2d", "0", 1, 2, {2, 2}, {6, 2}, 0},
     {"column", "0", 2, 2, {3, 1}, {4, 1}, 0},
 };
 #define NVIEWS (sizeof VIEWS / sizeof VIEWS[0])
 
-static void fill_storages(void) {
+static void fill_storages(void)
+{
     for (int i = 0; i < 12; i++) S0[i] = (float)i + 0.5f;
     for (int i = 0; i < 6; i++) S1[i] = 100.0f + (float)i;
 }
 
-static int64_t numel_of(const tview *v) {
+static int64_t numel_of(const tview *v)
+{
     int64_t n = 1;
     for (int i = 0; i < v->nd; i++) n *= v->shape[i];
     return n;
 }
 
-static void fixture_pickle(bb *p) {
+static void fixture_pickle(bb *p)
+{
     pk_proto(p, 2);
     pk_empty_dict(p);
     pk_mark(p);
     for (size_t i = 0; i < NVIEWS; i++) {
         const tview *v = &VIEWS[i];
         pk_str(p, v->name);
-        pk_tensor(p, "FloatStorage", v->key, strcmp(v->key, "0") == 0 ? 12 : 6, v->off, v->nd, v->shape,
-                  v->stride);
+        pk_tensor(p, "FloatStorage", v->key, strcmp(v->key, "0") == 0 ? 12 : 6, v->off, v->nd,
+                  v->shape, v->stride);
     }
     pk_setitems(p);
     pk_stop(p);
 }
 
 /* A torch-style archive: data.pkl, byteorder (optional), data/<key>..., version. */
-static void fixture_zip(zipb *z, const char *root, int deflate, int crc_zero_data0) {
+static void fixture_zip(zipb *z, const char *root, int deflate, int crc_zero_data0)
+{
     bb p = {0}, d0 = {0}, d1 = {0};
     char name[128];
     fill_storages();
@@ -125,7 +127,8 @@ static void fixture_zip(zipb *z, const char *root, int deflate, int crc_zero_dat
     bb_free(&d1);
 }
 
-static void check_fixture_tensors(ckpt_file *f, const zipb *z, const char *root, int deflated) {
+static void check_fixture_tensors(ckpt_file *f, const zipb *z, const char *root, int deflated)
+{
     char name[128];
     snprintf(name, sizeof name, "%s/data/0", root);
     const zb_entry *e0 = zb_find(z, name);
@@ -157,9 +160,12 @@ static void check_fixture_tensors(ckpt_file *f, const zipb *z, const char *root,
         CHECK_EQ_INT(t->requires_grad, 0);
         CHECK_EQ_INT(t->contiguous, v->contiguous);
         const zb_entry *e = strcmp(v->key, "0") == 0 ? e0 : e1;
-        if (deflated) CHECK_EQ_INT(t->file_offset, -1);
-        else if (numel_of(v) == 0) CHECK_EQ_INT(t->file_offset, (int64_t)e->data_off);
-        else CHECK_EQ_INT(t->file_offset, (int64_t)e->data_off + v->off * 4);
+        if (deflated)
+            CHECK_EQ_INT(t->file_offset, -1);
+        else if (numel_of(v) == 0)
+            CHECK_EQ_INT(t->file_offset, (int64_t)e->data_off);
+        else
+            CHECK_EQ_INT(t->file_offset, (int64_t)e->data_off + v->off * 4);
         if (strcmp(v->key, "0") == 0) {
             if (st0 == (size_t)-1) st0 = t->storage;
             CHECK_EQ_INT(t->storage, st0); /* shared storage: one index */
@@ -170,8 +176,8 @@ static void check_fixture_tensors(ckpt_file *f, const zipb *z, const char *root,
         /* the whole read against the reference */
         float got[64], want[64];
         memset(got, 0xee, sizeof got);
-        ref_view(strcmp(v->key, "0") == 0 ? (const void *)S0 : (const void *)S1, 4, v->off, v->nd, v->shape,
-                 v->stride, want);
+        ref_view(strcmp(v->key, "0") == 0 ? (const void *)S0 : (const void *)S1, 4, v->off, v->nd,
+                 v->shape, v->stride, want);
         ckpt_error err;
         CHECK_EQ_INT(ckpt_tensor_read(f, t, got, sizeof got, &err), 0);
         CHECK_MEM(got, want, (size_t)t->nbytes);
@@ -209,7 +215,8 @@ static void check_fixture_tensors(ckpt_file *f, const zipb *z, const char *root,
     CHECK(ckpt_find(f, "nope") == NULL);
 }
 
-static void test_stored(void) {
+static void test_stored(void)
+{
     SECTION("stored archive");
     zipb z;
     fixture_zip(&z, "archive", 0, 0);
@@ -273,7 +280,8 @@ static void test_stored(void) {
 }
 
 /* Another root folder name, no padding, no data descriptors. */
-static void test_other_layouts(void) {
+static void test_other_layouts(void)
+{
     SECTION("root folder 'my_model'");
     zipb z;
     fixture_zip(&z, "my_model", 0, 0);
@@ -361,7 +369,8 @@ static void test_other_layouts(void) {
     bb_free(&d1);
 }
 
-static void test_deflated(void) {
+static void test_deflated(void)
+{
     SECTION("deflated records");
     zipb z;
     fixture_zip(&z, "archive", 1, 0);
@@ -417,7 +426,8 @@ static void test_deflated(void) {
     bb_free(&z.out);
 }
 
-static void test_big_endian(void) {
+static void test_big_endian(void)
+{
     SECTION("byteorder big");
     /* f32 x4, complex64 x2, u8 x3, f64 x2, i16 x2 */
     float f32[4] = {1.5f, -2.25f, 3.0e10f, 0.1f};
@@ -438,8 +448,8 @@ static void test_big_endian(void) {
         bb_u8(&d[4], ((uint16_t)i16[i] >> 8) & 0xff);
         bb_u8(&d[4], (uint16_t)i16[i] & 0xff);
     }
-    static const char *const cls[5] = {"FloatStorage", "ComplexFloatStorage", "ByteStorage", "DoubleStorage",
-                                       "ShortStorage"};
+    static const char *const cls[5] = {"FloatStorage", "ComplexFloatStorage", "ByteStorage",
+                                       "DoubleStorage", "ShortStorage"};
     static const char *const keys[5] = {"0", "1", "2", "3", "4"};
     static const char *const names[5] = {"f32", "c64", "u8", "f64", "i16"};
     int64_t n[5] = {4, 2, 3, 2, 2};
@@ -547,13 +557,15 @@ typedef struct notes {
     int n;
     char last[300];
 } notes;
-static void note_cb(void *ctx, const char *line) {
+static void note_cb(void *ctx, const char *line)
+{
     notes *ns = ctx;
     ns->n++;
     snprintf(ns->last, sizeof ns->last, "%s", line);
 }
 
-static void test_verify(void) {
+static void test_verify(void)
+{
     SECTION("verify: flipped data byte");
     zipb z;
     fixture_zip(&z, "archive", 0, 0);
@@ -640,7 +652,8 @@ static void test_verify(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void test_key(void) {
+static void test_key(void)
+{
     SECTION("options.key");
     bb p = {0}, d = {0};
     int64_t sh[1] = {2}, st[1] = {1};
@@ -709,8 +722,9 @@ static void test_key(void) {
 /* ------------------------------------------------------------------------ */
 
 /* data.pkl with one tensor 'w' over storage `key` (numel), view (off, n). */
-static void one_tensor_zip(zipb *z, const char *key, int64_t numel, int64_t off, int64_t n, const void *data,
-                           size_t dn, const char *record) {
+static void one_tensor_zip(zipb *z, const char *key, int64_t numel, int64_t off, int64_t n,
+                           const void *data, size_t dn, const char *record)
+{
     bb p = {0};
     int64_t sh[1] = {n}, st[1] = {1};
     pk_proto(&p, 2);
@@ -727,7 +741,8 @@ static void one_tensor_zip(zipb *z, const char *key, int64_t numel, int64_t off,
 }
 
 /* File offset of the first (last: 1) occurrence of `pat` in data.pkl. */
-static int64_t find_op(const zipb *z, const char *pat, int last) {
+static int64_t find_op(const zipb *z, const char *pat, int last)
+{
     const zb_entry *e = zb_find(z, "archive/data.pkl");
     size_t n = strlen(pat);
     int64_t at = -1;
@@ -739,7 +754,8 @@ static int64_t find_op(const zipb *z, const char *pat, int last) {
     return at;
 }
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     float d[12] = {0};
     zipb z;
 
@@ -809,7 +825,8 @@ static void test_errors(void) {
 /* ------------------------------------------------------------------------ */
 
 /* _rebuild_tensor_v3 over torch.storage.UntypedStorage (numel in bytes). */
-static void test_v3(void) {
+static void test_v3(void)
+{
     SECTION("_rebuild_tensor_v3");
     uint8_t f8[8] = {0x38, 0x40, 0xb8, 0x00, 0x7e, 0x01, 0x02, 0x03};
     uint16_t u16[4] = {1, 65535, 0x1234, 500};
@@ -900,7 +917,8 @@ static void test_v3(void) {
 }
 
 /* _rebuild_parameter: requires_grad; a tensor at the root has name "". */
-static void test_parameter_and_root(void) {
+static void test_parameter_and_root(void)
+{
     SECTION("_rebuild_parameter at the root");
     bb p = {0};
     float d[3] = {1, 2, 3};
@@ -948,7 +966,8 @@ static void test_parameter_and_root(void) {
 
 /* One tensor reached through DUP-shared lists: every path is a name, and
  * the listings count against max_expansion. */
-static void test_tensor_billion_laughs(void) {
+static void test_tensor_billion_laughs(void)
+{
     SECTION("billion laughs of a tensor");
     bb p = {0};
     float d[1] = {1};
@@ -998,21 +1017,31 @@ static void test_tensor_billion_laughs(void) {
 /* Tensors that each cost 15 pickle bytes (memoized persistent id and
  * hooks, fresh argument tuple): 16 MiB of them would name a million
  * tensors.  The limits stop it inside 256 MiB; 50,000 open. */
-static long peak_kib(void) {
+static long peak_kib(void)
+{
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
-static void flood_zip(zipb *z, size_t ntensors, size_t fill_to) {
-    static const char head[] =
-        "\x80\x02]q\x00" "ctorch._utils\n_rebuild_tensor_v2\nq\x01" "0"
-        "((X\x07\x00\x00\x00storageq\x02" "ctorch\nFloatStorage\nq\x03X\x01\x00\x00\x00" "0q\x04"
-        "X\x03\x00\x00\x00" "cpuq\x05K\x0ftq\x06Q" "K\x00))\x89" "ccollections\nOrderedDict\nq\x07)Rq\x08tq\x09" "0";
+static void flood_zip(zipb *z, size_t ntensors, size_t fill_to)
+{
+    static const char head[] = "\x80\x02]q\x00"
+                               "ctorch._utils\n_rebuild_tensor_v2\nq\x01"
+                               "0"
+                               "((X\x07\x00\x00\x00storageq\x02"
+                               "ctorch\nFloatStorage\nq\x03X\x01\x00\x00\x00"
+                               "0q\x04"
+                               "X\x03\x00\x00\x00"
+                               "cpuq\x05K\x0ftq\x06Q"
+                               "K\x00))\x89"
+                               "ccollections\nOrderedDict\nq\x07)Rq\x08tq\x09"
+                               "0";
     static const char unit[] = "h\x01(h\x06QK\x00))\x89h\x08tRa";
     bb p = {0};
     float d[15] = {0};
     bb_put(&p, head, sizeof head - 1);
-    for (size_t i = 0; i < ntensors || (fill_to && p.n + sizeof unit < fill_to); i++) bb_put(&p, unit, sizeof unit - 1);
+    for (size_t i = 0; i < ntensors || (fill_to && p.n + sizeof unit < fill_to); i++)
+        bb_put(&p, unit, sizeof unit - 1);
     pk_stop(&p);
     zb_init(z);
     zb_add(z, "archive/data.pkl", p.p, p.n);
@@ -1021,7 +1050,8 @@ static void flood_zip(zipb *z, size_t ntensors, size_t fill_to) {
     bb_free(&p);
 }
 
-static void test_tensor_flood(void) {
+static void test_tensor_flood(void)
+{
     SECTION("a flood of cheap tensors");
     zipb z;
     flood_zip(&z, 50000, 0);
@@ -1046,7 +1076,8 @@ static void test_tensor_flood(void) {
 
 /* A refused layout (sparse) and a bad extent fail the open, unless
  * options.skip_tensors asks for the pickles only. */
-static void test_skip_tensors(void) {
+static void test_skip_tensors(void)
+{
     SECTION("refused layout");
     bb p = {0};
     float d[4] = {0};
@@ -1103,7 +1134,8 @@ static void test_skip_tensors(void) {
 }
 
 /* Tensor names: dict keys and list indices joined by '.', objects' state. */
-static void test_naming(void) {
+static void test_naming(void)
+{
     SECTION("tensor names");
     bb p = {0};
     float d[2] = {1, 2};
@@ -1152,7 +1184,8 @@ static void test_naming(void) {
     zb_finish(&z);
     ckpt_file *f = OPEN_OK(&z, NULL);
     if (f) {
-        static const char *const names[] = {"layers.0.w", "layers.1.w", "5", "None.0", "args.emb", "opt.state.0"};
+        static const char *const names[] = {"layers.0.w", "layers.1.w", "5",
+                                            "None.0",     "args.emb",   "opt.state.0"};
         CHECK_EQ_INT(ckpt_tensor_count(f), 6);
         for (size_t i = 0; i < 6; i++) {
             const ckpt_tensor *t = ckpt_tensor_at(f, i);
@@ -1194,7 +1227,8 @@ static void test_naming(void) {
 }
 
 /* A record name twice; TorchScript recognised. */
-static void test_archive_kinds(void) {
+static void test_archive_kinds(void)
+{
     SECTION("record twice");
     zipb z;
     zb_init(&z);
@@ -1254,7 +1288,8 @@ static void test_archive_kinds(void) {
     bb_free(&c);
 }
 
-int main(void) {
+int main(void)
+{
     test_stored();
     test_other_layouts();
     test_deflated();
