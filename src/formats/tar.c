@@ -246,7 +246,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
         CK_TRY(ck_torch_load(f, off, end, "tar:storages", NULL, NULL, &v, &used, err));
         off += used;
         if (v->kind != CKPT_V_TUPLE || v->u.seq.n != 3 || int_of(v->u.seq.v[0], &key) ||
-            v->u.seq.v[2]->kind != CKPT_V_GLOBAL || v->u.seq.v[2]->gid != G_STORAGE_CLASS)
+            v->u.seq.v[2]->kind != CKPT_V_GLOBAL || v->u.seq.v[2]->gid != CK_G_STORAGE_CLASS)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storages: bad storage header");
         uint8_t h[8];
         if (end - off < 8)

@@ -427,7 +427,7 @@ typedef struct crc_job {
     thrd_t thread;
 } crc_job;
 
-enum { COPY_RANGE = 0, COPY_SENDFILE = 1, COPY_RW = 2 };
+enum { ST_COPY_RANGE = 0, ST_COPY_SENDFILE = 1, ST_COPY_RW = 2 };
 
 /* A plan is the whole exporter: what to write, the checks planned, and
  * the state of the one write it serves. */
@@ -462,7 +462,7 @@ struct ckpt_safetensors_plan {
     size_t stage_cap, stage_len;
     uint64_t stage_off; /* output offset of stage[0] */
     uint64_t wb_from;   /* the output is handed to write-back up to here */
-    int copy_mode;      /* COPY_RANGE, then COPY_SENDFILE, then COPY_RW */
+    int copy_mode;      /* ST_COPY_RANGE, then ST_COPY_SENDFILE, then ST_COPY_RW */
     int big_host;
     uint64_t done;       /* tensor bytes written (progress) */
     crc_job *job;        /* the records to check, while the copy goes on */
@@ -697,11 +697,11 @@ static int copy_rw(exporter *x, uint64_t off, uint64_t pos, uint64_t n, uint32_t
 static int copy_direct(exporter *x, uint64_t off, uint64_t pos, uint64_t n)
 {
 #ifdef __linux__
-    while (n > 0 && x->copy_mode != COPY_RW) {
+    while (n > 0 && x->copy_mode != ST_COPY_RW) {
         size_t k = n < KERNEL_CHUNK ? (size_t)n : (size_t)KERNEL_CHUNK;
         ssize_t r = -1;
         int e;
-        if (x->copy_mode == COPY_RANGE) {
+        if (x->copy_mode == ST_COPY_RANGE) {
 #ifdef SYS_copy_file_range
             int64_t oi = (int64_t)off, oo = (int64_t)pos;
             r = (ssize_t)syscall(SYS_copy_file_range, x->src_fd, &oi, x->out_fd, &oo, k, 0u);
@@ -1679,7 +1679,7 @@ static int ex_write(exporter *x)
     if (x->written) return fail(x, CKPT_E_ARG, "this plan was written already");
     x->written = 1;
     if (x->stream && !x->wfn)
-        x->copy_mode = COPY_SENDFILE; /* copy_file_range needs a regular file */
+        x->copy_mode = ST_COPY_SENDFILE; /* copy_file_range needs a regular file */
     r = reserve(x, x->header.len + x->data_size);
     if (r == 0 && out_write(x, x->header.p, x->header.len, 0) != 0) r = write_error(x, errno);
     x->stage_off = x->header.len;

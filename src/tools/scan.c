@@ -676,7 +676,7 @@ static int add_note(ckpt_scan_report *r, const char *note)
     return 0;
 }
 
-enum { FROM_PATH, FROM_MEMORY, FROM_READER };
+enum { SCAN_FROM_PATH, SCAN_FROM_MEMORY, SCAN_FROM_READER };
 
 static ckpt_scan_report *scan_any(int from, const char *path, const void *data, size_t size,
                                   const ckpt_reader *reader, const ckpt_options *opt,
@@ -709,9 +709,9 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data, 
     r->format = -1;
     memset(&r->error, 0, sizeof r->error);
     r->error.offset = -1;
-    if (from == FROM_PATH)
+    if (from == SCAN_FROM_PATH)
         f = ckpt_open(path, &o, &r->error);
-    else if (from == FROM_MEMORY)
+    else if (from == SCAN_FROM_MEMORY)
         f = ckpt_open_memory(data, size, &o, &r->error);
     else
         f = ckpt_open_reader(reader, &o, &r->error);
@@ -747,19 +747,19 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data, 
 ckpt_scan_report *ckpt_scan_path(const char *path, const ckpt_options *opt, unsigned flags,
                                  ckpt_error *err)
 {
-    return scan_any(FROM_PATH, path, NULL, 0, NULL, opt, flags, err);
+    return scan_any(SCAN_FROM_PATH, path, NULL, 0, NULL, opt, flags, err);
 }
 
 ckpt_scan_report *ckpt_scan_memory(const void *data, size_t size, const ckpt_options *opt,
                                    unsigned flags, ckpt_error *err)
 {
-    return scan_any(FROM_MEMORY, NULL, data, size, NULL, opt, flags, err);
+    return scan_any(SCAN_FROM_MEMORY, NULL, data, size, NULL, opt, flags, err);
 }
 
 ckpt_scan_report *ckpt_scan_reader(const ckpt_reader *reader, const ckpt_options *opt,
                                    unsigned flags, ckpt_error *err)
 {
-    return scan_any(FROM_READER, NULL, NULL, 0, reader, opt, flags, err);
+    return scan_any(SCAN_FROM_READER, NULL, NULL, 0, reader, opt, flags, err);
 }
 
 void ckpt_scan_free(ckpt_scan_report *r)

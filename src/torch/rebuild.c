@@ -19,30 +19,30 @@ static const struct {
     uint8_t tag;
     const char *layout; /* for refused rebuilds */
 } torch_globals[] = {
-    {"torch._utils", "_rebuild_tensor", G_REBUILD_TENSOR, NULL},
-    {"torch._utils", "_rebuild_tensor_v2", G_REBUILD_TENSOR_V2, NULL},
-    {"torch._utils", "_rebuild_tensor_v3", G_REBUILD_TENSOR_V3, NULL},
-    {"torch._utils", "_rebuild_parameter", G_REBUILD_PARAMETER, NULL},
-    {"torch._utils", "_rebuild_parameter_with_state", G_REBUILD_PARAMETER_STATE, NULL},
-    {"torch._tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, NULL},
-    {"torch.tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE_V2, NULL},
-    {"torch._utils", "_rebuild_sparse_tensor", G_REFUSED, "sparse"},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", G_REFUSED, "sparse_csr"},
-    {"torch._utils", "_rebuild_qtensor", G_REFUSED, "quantized"},
-    {"torch._utils", "_rebuild_nested_tensor", G_REFUSED, "nested"},
-    {"torch._utils", "_rebuild_wrapper_subclass", G_REFUSED, "wrapper subclass"},
-    {"torch._utils", "_rebuild_meta_tensor_no_storage", G_REFUSED, "meta (no storage)"},
-    {"torch._utils", "_rebuild_device_tensor_from_numpy", G_REFUSED, "numpy-backed device"},
-    {"torch._utils", "_rebuild_xla_tensor", G_REFUSED, "xla"},
-    {"torch._utils", "_rebuild_mlc_tensor", G_REFUSED, "mlc"},
-    {"torch._utils", "_rebuild_tensor_from_dtensor", G_REFUSED, "dtensor"},
-    {"torch", "Size", G_TORCH_SIZE, NULL},
-    {"torch", "Tensor", G_TENSOR_CLASS, NULL},
-    {"torch._tensor", "Tensor", G_TENSOR_CLASS, NULL},
-    {"torch.nn.parameter", "Parameter", G_TENSOR_CLASS, NULL},
-    {"torch", "UntypedStorage", G_STORAGE_CLASS, NULL},
-    {"torch.storage", "UntypedStorage", G_STORAGE_CLASS, NULL},
-    {"torch.storage", "_UntypedStorage", G_STORAGE_CLASS, NULL},
+    {"torch._utils", "_rebuild_tensor", CK_G_REBUILD_TENSOR, NULL},
+    {"torch._utils", "_rebuild_tensor_v2", CK_G_REBUILD_TENSOR_V2, NULL},
+    {"torch._utils", "_rebuild_tensor_v3", CK_G_REBUILD_TENSOR_V3, NULL},
+    {"torch._utils", "_rebuild_parameter", CK_G_REBUILD_PARAMETER, NULL},
+    {"torch._utils", "_rebuild_parameter_with_state", CK_G_REBUILD_PARAMETER_STATE, NULL},
+    {"torch._tensor", "_rebuild_from_type_v2", CK_G_REBUILD_FROM_TYPE_V2, NULL},
+    {"torch.tensor", "_rebuild_from_type_v2", CK_G_REBUILD_FROM_TYPE_V2, NULL},
+    {"torch._utils", "_rebuild_sparse_tensor", CK_G_REFUSED, "sparse"},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", CK_G_REFUSED, "sparse_csr"},
+    {"torch._utils", "_rebuild_qtensor", CK_G_REFUSED, "quantized"},
+    {"torch._utils", "_rebuild_nested_tensor", CK_G_REFUSED, "nested"},
+    {"torch._utils", "_rebuild_wrapper_subclass", CK_G_REFUSED, "wrapper subclass"},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", CK_G_REFUSED, "meta (no storage)"},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", CK_G_REFUSED, "numpy-backed device"},
+    {"torch._utils", "_rebuild_xla_tensor", CK_G_REFUSED, "xla"},
+    {"torch._utils", "_rebuild_mlc_tensor", CK_G_REFUSED, "mlc"},
+    {"torch._utils", "_rebuild_tensor_from_dtensor", CK_G_REFUSED, "dtensor"},
+    {"torch", "Size", CK_G_TORCH_SIZE, NULL},
+    {"torch", "Tensor", CK_G_TENSOR_CLASS, NULL},
+    {"torch._tensor", "Tensor", CK_G_TENSOR_CLASS, NULL},
+    {"torch.nn.parameter", "Parameter", CK_G_TENSOR_CLASS, NULL},
+    {"torch", "UntypedStorage", CK_G_STORAGE_CLASS, NULL},
+    {"torch.storage", "UntypedStorage", CK_G_STORAGE_CLASS, NULL},
+    {"torch.storage", "_UntypedStorage", CK_G_STORAGE_CLASS, NULL},
 };
 
 static bool eq(const char *a, size_t an, const char *b)
@@ -58,7 +58,7 @@ static void find_class(void *ud, ckpt_value *g)
     for (size_t i = 0; i < sizeof torch_globals / sizeof torch_globals[0]; i++)
         if (eq(m, mn, torch_globals[i].module) && eq(n, nn, torch_globals[i].name)) {
             g->gid = torch_globals[i].tag;
-            if (g->gid == G_STORAGE_CLASS) { /* untyped: bytes */
+            if (g->gid == CK_G_STORAGE_CLASS) { /* untyped: bytes */
                 g->aux = CKPT_UINT8;
                 g->aux2 = 1;
             }
@@ -68,12 +68,12 @@ static void find_class(void *ud, ckpt_value *g)
     ckpt_dtype d;
     if ((eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) &&
         ck_dtype_by_storage_class(n, nn, &d) == 0) {
-        g->gid = G_STORAGE_CLASS;
+        g->gid = CK_G_STORAGE_CLASS;
         g->aux = (uint8_t)d;
         return;
     }
     if (eq(m, mn, "torch") && ck_dtype_by_torch_name(n, nn, &d) == 0) {
-        g->gid = G_DTYPE;
+        g->gid = CK_G_DTYPE;
         g->aux = (uint8_t)d;
     }
 }
@@ -121,15 +121,15 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
 {
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
-    size_t want = gid == G_REBUILD_TENSOR ? 4 : gid == G_REBUILD_TENSOR_V2 ? 6 : 7;
+    size_t want = gid == CK_G_REBUILD_TENSOR ? 4 : gid == CK_G_REBUILD_TENSOR_V2 ? 6 : 7;
     if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
     if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
     CK_TRY(ck_machine_copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
     size_t si = a[0]->u.handle;
     ck_storage *st = &f->storages[si];
     ckpt_dtype dtype = st->pub.dtype;
-    if (gid == G_REBUILD_TENSOR_V3) {
-        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != G_DTYPE)
+    if (gid == CK_G_REBUILD_TENSOR_V3) {
+        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != CK_G_DTYPE)
             return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
         dtype = (ckpt_dtype)a[6]->aux;
         if (st->untyped && st->pub.dtype == CKPT_UINT8 && dtype != CKPT_UINT8)
@@ -148,7 +148,7 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
     ck_tdef *t;
     CK_TRY(ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), &t,
                          ck_machine_err(m)));
-    if (gid != G_REBUILD_TENSOR) {
+    if (gid != CK_G_REBUILD_TENSOR) {
         int64_t rg = 0;
         ck_as_int(a[4], &rg);
         t->requires_grad = rg != 0;
@@ -164,14 +164,14 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
     if (newobj) { /* torch.Size(...) is a tuple; other classes stay objects */
-        if (callable->gid != G_TORCH_SIZE || args->kind != CKPT_V_TUPLE) return 1;
+        if (callable->gid != CK_G_TORCH_SIZE || args->kind != CKPT_V_TUPLE) return 1;
     }
     switch (callable->gid) {
-    case G_REBUILD_TENSOR:
-    case G_REBUILD_TENSOR_V2:
-    case G_REBUILD_TENSOR_V3: return rebuild_tensor(f, m, args, callable->gid, out);
-    case G_REBUILD_PARAMETER:
-    case G_REBUILD_PARAMETER_STATE:
+    case CK_G_REBUILD_TENSOR:
+    case CK_G_REBUILD_TENSOR_V2:
+    case CK_G_REBUILD_TENSOR_V3: return rebuild_tensor(f, m, args, callable->gid, out);
+    case CK_G_REBUILD_PARAMETER:
+    case CK_G_REBUILD_PARAMETER_STATE:
         if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
             CK_TRY(ck_machine_copied(m, 16));
             ck_tdef *t = ck_alloc_copy(&f->arena, a[0]->u.ext, sizeof *t);
@@ -187,14 +187,14 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
             return 0;
         }
         return 1;
-    case G_REBUILD_FROM_TYPE_V2:
+    case CK_G_REBUILD_FROM_TYPE_V2:
         if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
-            (a[0]->gid == G_REBUILD_TENSOR || a[0]->gid == G_REBUILD_TENSOR_V2 ||
-             a[0]->gid == G_REBUILD_TENSOR_V3 || a[0]->gid == G_REBUILD_PARAMETER ||
-             a[0]->gid == G_REFUSED))
+            (a[0]->gid == CK_G_REBUILD_TENSOR || a[0]->gid == CK_G_REBUILD_TENSOR_V2 ||
+             a[0]->gid == CK_G_REBUILD_TENSOR_V3 || a[0]->gid == CK_G_REBUILD_PARAMETER ||
+             a[0]->gid == CK_G_REFUSED))
             return ck_machine_apply(m, a[0], a[2], out);
         return 1;
-    case G_TORCH_SIZE:
+    case CK_G_TORCH_SIZE:
         if (n == 1) {
             int r = ck_machine_seq_from(m, CKPT_V_TUPLE, a[0], out);
             if (r <= 0) return r;

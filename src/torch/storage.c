@@ -78,7 +78,7 @@ static int parse_pid(ckpt_value *pid, int64_t pos, bool legacy, storage_pid *out
     if (pid->kind != CKPT_V_TUPLE || pid->u.seq.n < 5 || !ck_is_text(pid->u.seq.v[0], "storage"))
         return ck_fail(err, CKPT_E_PICKLE, pos, "persistent id is not a storage reference");
     ckpt_value **a = pid->u.seq.v;
-    if (a[1]->kind != CKPT_V_GLOBAL || a[1]->gid != G_STORAGE_CLASS)
+    if (a[1]->kind != CKPT_V_GLOBAL || a[1]->gid != CK_G_STORAGE_CLASS)
         return ck_fail(err, CKPT_E_UNSUPPORTED, pos, "unknown storage class %s",
                        a[1]->kind == CKPT_V_GLOBAL ? a[1]->cls
                                                    : ckpt_kind_name((ckpt_kind)a[1]->kind));

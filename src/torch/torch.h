@@ -14,17 +14,17 @@
 
 /* Tags the torch hooks give globals (ckpt_value.gid, after CK_TAG_HOOK). */
 typedef enum ck_torch_tag {
-    G_REBUILD_TENSOR = CK_TAG_HOOK, /* torch._utils._rebuild_tensor */
-    G_REBUILD_TENSOR_V2,
-    G_REBUILD_TENSOR_V3,
-    G_REBUILD_PARAMETER,
-    G_REBUILD_PARAMETER_STATE,
-    G_REBUILD_FROM_TYPE_V2,
-    G_REFUSED, /* sparse, quantized, nested, ... (u.g->note: layout) */
-    G_TORCH_SIZE,
-    G_STORAGE_CLASS, /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
-    G_DTYPE,         /* torch.float32 ... (aux: dtype) */
-    G_TENSOR_CLASS   /* torch.Tensor, torch.nn.parameter.Parameter */
+    CK_G_REBUILD_TENSOR = CK_TAG_HOOK, /* torch._utils._rebuild_tensor */
+    CK_G_REBUILD_TENSOR_V2,
+    CK_G_REBUILD_TENSOR_V3,
+    CK_G_REBUILD_PARAMETER,
+    CK_G_REBUILD_PARAMETER_STATE,
+    CK_G_REBUILD_FROM_TYPE_V2,
+    CK_G_REFUSED, /* sparse, quantized, nested, ... (u.g->note: layout) */
+    CK_G_TORCH_SIZE,
+    CK_G_STORAGE_CLASS, /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
+    CK_G_DTYPE,         /* torch.float32 ... (aux: dtype) */
+    CK_G_TENSOR_CLASS   /* torch.Tensor, torch.nn.parameter.Parameter */
 } ck_torch_tag;
 
 /* ---- dtypes: the one table ------------------------------------------------ */
