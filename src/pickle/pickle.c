@@ -562,6 +562,36 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     return push(m, g);
 }
 
+/* A hostile act the machine refuses (BUILD or SETITEM on a class or module,
+ * an extension-registry code): recorded as a global of the pseudo-module
+ * "<pickle>" named after the act, so that a scanner told of the globals
+ * (on_global) sees the attack at its offset rather than only a read error. */
+static int record_act(machine *m, const char *what)
+{
+    if (m->u->nglobals >= m->u->opt->max_entries)
+        return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->u->opt->max_entries);
+    char *name = ck_strndup(m->u->arena, what, strlen(what));
+    if (!name) return OOM();
+    CK_TRY(mgrow(m, (void **)&m->u->globals, &m->u->cap_globals, m->u->nglobals + 1,
+                 sizeof *m->u->globals));
+    ckpt_global_ref *r = &m->u->globals[m->u->nglobals++];
+    r->module = "<pickle>";
+    r->name = name;
+    r->pickle = m->in->label;
+    r->offset = m->op_pos;
+    r->called = 1; /* it acts while loading, as a call would */
+    return 0;
+}
+
+/* The act on a GLOBAL target, then the read error the reader has always given. */
+static int act_on_global(machine *m, const char *op, const ckpt_value *target)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s on %.140s", op, target->cls ? target->cls : "a global");
+    CK_TRY(record_act(m, what));
+    return PFAIL("%s on a %s", op, ckpt_kind_name((ckpt_kind)target->kind));
+}
+
 static void mark_called(machine *m, const ckpt_value *callable)
 {
     if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->u->nglobals)
@@ -806,6 +836,8 @@ static int setitem(machine *m, ckpt_value *target, ckpt_value *k, ckpt_value *v)
     if (target->kind == CKPT_V_OBJECT) {
         if (!target->u.obj->items && !(target->u.obj->items = new_dict(m, NULL))) return OOM();
         d = target->u.obj->items;
+    } else if (target->kind == CKPT_V_GLOBAL) {
+        return act_on_global(m, "SETITEM", target);
     } else if (target->kind != CKPT_V_DICT) {
         return PFAIL("SETITEM on a %s", ckpt_kind_name((ckpt_kind)target->kind));
     }
@@ -823,6 +855,7 @@ static int build(machine *m, ckpt_value *target, ckpt_value *state)
     case CKPT_V_TENSOR: /* Tensor.__setstate__: requires_grad, hooks: ignored */
     case CKPT_V_LIST:
     case CKPT_V_SET: return 0;
+    case CKPT_V_GLOBAL: return act_on_global(m, "BUILD", target);
     default: return PFAIL("BUILD on a %s", ckpt_kind_name((ckpt_kind)target->kind));
     }
 }
@@ -1194,9 +1227,17 @@ static int run(machine *m, ckpt_value **result)
             break;
         case 0x82:
         case 0x83:
-        case 0x84: /* EXT1 EXT2 EXT4 */
+        case 0x84: { /* EXT1 EXT2 EXT4 */
+            size_t w = op == 0x82 ? 1 : op == 0x83 ? 2 : 4;
+            char what[48];
+            CK_TRY(need(m, w));
+            uint32_t code = w == 1 ? m->p[0] : w == 2 ? ck_le16(m->p) : ck_le32(m->p);
+            snprintf(what, sizeof what, "EXT%zu code %ld", w,
+                     w == 4 ? (long)(int32_t)code : (long)code);
+            CK_TRY(record_act(m, what));
             return FAIL(CKPT_E_UNSUPPORTED, "pickle uses the extension registry (opcode 0x%02x)",
                         op);
+        }
         case 0x97: /* NEXT_BUFFER */
             return FAIL(CKPT_E_UNSUPPORTED, "pickle needs an out-of-band buffer");
         case 0x98: /* READONLY_BUFFER */

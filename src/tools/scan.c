@@ -636,12 +636,29 @@ static void on_global(void *ctx, const ckpt_global_ref *g)
     r->n++;
 }
 
+/* The machine reports acts it refuses as globals of the pseudo-module
+ * "<pickle>" (no Python module can have that name): each is an attack. */
+static int act_verdict(ckpt_scan_item *it)
+{
+    if (strcmp(it->module, "<pickle>") != 0) return 0;
+    it->verdict = CKPT_VERDICT_DANGEROUS;
+    if (strncmp(it->name, "EXT", 3) == 0)
+        it->why = "calls whatever copyreg.add_extension registered under that code, "
+                  "a callable the pickle does not name";
+    else
+        it->why = "overwrites attributes or entries of a class or module "
+                  "(module globals, copyreg's registries)";
+    return 1;
+}
+
 static void classify_all(ckpt_scan_report *r)
 {
     size_t i, j;
     int strict = (r->flags & CKPT_SCAN_STRICT) != 0;
     for (i = 0; i < r->n; i++)
-        r->items[i].verdict = verdict_of(r->items[i].module, r->items[i].name, &r->items[i].why);
+        if (!act_verdict(&r->items[i]))
+            r->items[i].verdict =
+                verdict_of(r->items[i].module, r->items[i].name, &r->items[i].why);
     /* a wrapper is as dangerous as the pickle it sits in */
     for (i = 0; i < r->n; i++) {
         if (r->items[i].verdict != CKPT_VERDICT_UNKNOWN ||

@@ -36,6 +36,36 @@ static size_t call_pickle(unsigned char *out, const char *module, const char *na
     return n;
 }
 
+/* A hostile act (BUILD/SETITEM on a global, EXT*): the scan flags it as the
+ * last item, a "<pickle>" act named `act` at `offset`, with the read error;
+ * the reader alone still refuses the file with its one-line error. */
+static void check_act(const char *bytes, size_t n, const char *act, int64_t offset,
+                      const char *read_error)
+{
+    ckpt_error err;
+    ckpt_scan_report *r = ckpt_scan_memory(bytes, n, NULL, 0, &err);
+    CHECK(r != NULL);
+    if (!r) return;
+    CHECK(ckpt_scan_flagged(r));
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_DANGEROUS);
+    CHECK(ckpt_scan_error(r) != NULL);
+    CHECK(ckpt_scan_count(r) >= 1);
+    if (ckpt_scan_count(r) >= 1) {
+        const ckpt_scan_item *it = ckpt_scan_at(r, ckpt_scan_count(r) - 1);
+        CHECK_STR(it->module, "<pickle>");
+        CHECK_STR(it->name, act);
+        CHECK_STR(it->pickle, "pickle");
+        CHECK_EQ_U64((uint64_t)it->offset, (uint64_t)offset);
+        CHECK_EQ_INT(it->verdict, CKPT_VERDICT_DANGEROUS);
+        CHECK(it->called);
+        CHECK(it->why[0] != '\0');
+    }
+    ckpt_scan_free(r);
+    CHECK(ckpt_open_memory(bytes, n, NULL, &err) == NULL);
+    CHECK_CONTAINS(err.message, read_error);
+    CHECK_EQ_U64((uint64_t)err.offset, (uint64_t)offset);
+}
+
 int main(int argc, char **argv)
 {
     const char *why = NULL;
@@ -135,6 +165,21 @@ int main(int argc, char **argv)
     CHECK_EQ_U64(ckpt_scan_count(r), 1);
     CHECK(ckpt_scan_flagged(r));
     ckpt_scan_free(r);
+
+    SECTION("hostile acts are attacks, not only read errors");
+    /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */
+    check_act("\x80\x02" "cos\nenviron\n}b.", 17, "BUILD on os.environ", 15,
+              "BUILD on a global");
+    /* SETITEM on copyreg._extension_registry: GLOBAL at 2, K 1, K 2, SETITEM at 35 */
+    check_act("\x80\x02" "ccopyreg\n_extension_registry\nK\x01K\x02s.", 37,
+              "SETITEM on copyreg._extension_registry", 35, "SETITEM on a global");
+    /* SETITEMS on a global: MARK K 1 K 2 SETITEMS at 31 */
+    check_act("\x80\x02" "ccopyreg\ndispatch_table\n(K\x01K\x02u.", 33,
+              "SETITEM on copyreg.dispatch_table", 31, "SETITEM on a global");
+    check_act("\x80\x02\x82\x05.", 5, "EXT1 code 5", 2, "extension registry");
+    check_act("\x80\x02\x83\x34\x12.", 6, "EXT2 code 4660", 2, "extension registry");
+    check_act("\x80\x02\x84\xff\xff\xff\x7f.", 8, "EXT4 code 2147483647", 2,
+              "extension registry");
 
     SECTION("limits from the options apply");
     {
