@@ -167,6 +167,12 @@ typedef struct ckpt_options {
      * is valid only during the call.  May be NULL. */
     void (*on_global)(void *ctx, const ckpt_global_ref *g);
     void *on_global_ctx;
+    /* For scanners: also run the pickles a load never reads, and drop their
+     * values: every further pickle after STOP in a plain pickle file (joblib
+     * and other loaders call pickle.load again), labelled "pickle#2",
+     * "pickle#3", ...  One that does not parse ends the run with a note, not
+     * an error (its globals reach on_global all the same).  Default 0. */
+    int scan_all_pickles;
 } ckpt_options;
 
 /* Fill `opt` with the defaults above (no key, no mmap) and set

@@ -3,8 +3,9 @@
  *
  * Built only on the reader API of ckpt.h: the library runs every pickle of a
  * file without executing anything and reports each GLOBAL / STACK_GLOBAL
- * (resolved through the memo, Python 2 names mapped); this part classifies
- * the names:
+ * (resolved through the memo, Python 2 names mapped), and the acts it refuses
+ * (BUILD/SETITEM on a global, EXT1/2/4) as globals of module "<pickle>",
+ * always dangerous; this part classifies the names:
  *
  *   CKPT_VERDICT_SAFE       on the list torch.load(weights_only=True) accepts
  *                           by default (tensor rebuild functions, storage and
@@ -52,7 +53,8 @@ CKPT_API ckpt_verdict ckpt_global_verdict(const char *module, const char *name, 
 typedef struct ckpt_scan_item {
     const char *module; /* as resolved by the pickle machine */
     const char *name;
-    const char *pickle;   /* "data.pkl", "pickle", a legacy stream's part... */
+    const char *pickle;   /* "data.pkl", "pickle", "pickle#2" (the second pickle
+                             of a plain pickle file), a legacy stream's part... */
     int64_t offset;       /* of the GLOBAL/STACK_GLOBAL opcode in the file
                              (in the inflated record for a deflated one) */
     int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */

@@ -722,6 +722,7 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data, 
     o.skip_tensors = 1; /* every pickle, whatever its tensors look like */
     o.on_global = on_global;
     o.on_global_ctx = r;
+    o.scan_all_pickles = 1; /* also the pickles a load never reads */
     r->flags = flags;
     r->format = -1;
     memset(&r->error, 0, sizeof r->error);

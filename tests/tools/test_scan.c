@@ -181,6 +181,54 @@ int main(int argc, char **argv)
     check_act("\x80\x02\x84\xff\xff\xff\x7f.", 8, "EXT4 code 2147483647", 2,
               "extension registry");
 
+    SECTION("every pickle of a plain pickle file, as repeated pickle.load would read");
+    {
+        /* an honest empty dict, then a pickle that calls os.system */
+        unsigned char two[128];
+        memcpy(two, "\x80\x02}q\x00.", 6);
+        n = 6 + call_pickle(two + 6, "os", "system", "true");
+        r = ckpt_scan_memory(two, n, NULL, 0, &err);
+        CHECK(r != NULL);
+        CHECK(ckpt_scan_error(r) == NULL);
+        CHECK(ckpt_scan_flagged(r));
+        CHECK_EQ_U64(ckpt_scan_count(r), 1);
+        if (ckpt_scan_count(r) == 1) {
+            CHECK_STR(ckpt_scan_at(r, 0)->pickle, "pickle#2");
+            CHECK_STR(ckpt_scan_at(r, 0)->module, "os");
+            CHECK_EQ_U64((uint64_t)ckpt_scan_at(r, 0)->offset, 8); /* in the file */
+            CHECK(ckpt_scan_at(r, 0)->called);
+        }
+        ckpt_scan_free(r);
+        /* a third pickle after an honest second one */
+        memcpy(two + 6, "\x80\x02}q\x00.", 6);
+        n = 12 + call_pickle(two + 12, "posix", "system", "true");
+        r = ckpt_scan_memory(two, n, NULL, 0, &err);
+        CHECK(r != NULL);
+        CHECK(ckpt_scan_flagged(r));
+        CHECK(ckpt_scan_count(r) == 1 && strcmp(ckpt_scan_at(r, 0)->pickle, "pickle#3") == 0);
+        ckpt_scan_free(r);
+        /* bytes after STOP that are no pickle: a note, no error, no flag */
+        memcpy(two + 6, "\x00junk", 5);
+        r = ckpt_scan_memory(two, 11, NULL, 0, &err);
+        CHECK(r != NULL);
+        CHECK(ckpt_scan_error(r) == NULL);
+        CHECK(!ckpt_scan_flagged(r));
+        CHECK_EQ_U64(ckpt_scan_count(r), 0);
+        CHECK_EQ_U64(ckpt_scan_note_count(r), 2);
+        CHECK_CONTAINS(ckpt_scan_note_at(r, 1), "pickle#2 at byte 6 does not parse");
+        ckpt_scan_free(r);
+        /* the reader alone still reads only the first pickle */
+        n = 6 + call_pickle(two + 6, "os", "system", "true");
+        {
+            ckpt_file *f = ckpt_open_memory(two, n, NULL, &err);
+            CHECK(f != NULL);
+            if (f) {
+                CHECK_EQ_U64(ckpt_global_count(f), 0);
+                ckpt_close(f);
+            }
+        }
+    }
+
     SECTION("limits from the options apply");
     {
         ckpt_options o;
