@@ -170,8 +170,11 @@ typedef struct ckpt_options {
     /* For scanners: also run the pickles a load never reads, and drop their
      * values: every further pickle after STOP in a plain pickle file (joblib
      * and other loaders call pickle.load again), labelled "pickle#2",
-     * "pickle#3", ...  One that does not parse ends the run with a note, not
-     * an error (its globals reach on_global all the same).  Default 0. */
+     * "pickle#3", ...; in a torch ZIP every record besides data.pkl (and
+     * constants.pkl) that is a *.pkl, starts with PROTO 2-5 or repeats a
+     * name (no longer an error), labelled "NAME (record N)".  One that does
+     * not parse gives a note, not an error (its globals reach on_global all
+     * the same).  Default 0. */
     int scan_all_pickles;
 } ckpt_options;
 

@@ -74,12 +74,15 @@ static int index_records(ckpt_file *f, ckpt_error *err)
         size_t num;
         if (data_number(r, rest, ZI(f)->nzip_data_num,
                         &num)) { /* the common case, kept out of the hash map */
+            if (ZI(f)->zip_data_num[num] && f->opt.scan_all_pickles) continue; /* torch's */
             if (ZI(f)->zip_data_num[num])
                 return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
                                "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
             ZI(f)->zip_data_num[num] = i + 1;
             continue;
         }
+        if (ck_map_get(&ZI(f)->names, r, rest, NULL) && f->opt.scan_all_pickles)
+            continue; /* the first one is what torch reads; a scan reads them all */
         if (ck_map_get(&ZI(f)->names, r, rest, NULL))
             return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
                            "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
@@ -200,6 +203,78 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
     return r == 0 ? 0 : -1;
 }
 
+/* A record a scanner should run besides the ones the load reads: a *.pkl
+ * name (torch.load(pickle_file=...) loads any record), a later record of a
+ * name already taken (Python's zipfile reads the last), or bytes that begin
+ * with PROTO 2-5.  Storage records the load indexed are data, not pickles. */
+static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
+{
+    const ck_zip_entry *z = &ZI(f)->zip.e[i];
+    size_t rest, num, k;
+    const char *r = strip_root(z->name, z->name_len, f->root_name, strlen(f->root_name), &rest);
+    *yes = 0;
+    if (r) {
+        if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) {
+            if (ZI(f)->zip_data_num[num] == i + 1) return 0; /* the storage itself */
+            *yes = 1;                                        /* a second data/<n> */
+            return 0;
+        }
+        if (ck_map_get(&ZI(f)->names, r, rest, &k) && k != i) {
+            *yes = 1;
+            return 0;
+        }
+    }
+    if (z->name_len >= 4 && memcmp(z->name + z->name_len - 4, ".pkl", 4) == 0) {
+        *yes = 1;
+        return 0;
+    }
+    /* TorchScript's source-range pickles, read by its own C++ unpickler
+     * (torch.jit._pickle globals only): left out, as the code/ records are */
+    if (f->format == CKPT_FORMAT_TORCHSCRIPT && z->name_len >= 10 &&
+        memcmp(z->name + z->name_len - 10, ".debug_pkl", 10) == 0)
+        return 0;
+    if (z->size < 2) return 0;
+    uint8_t head[2];
+    if (z->method == 8) {
+        if (ck_zip_read(&ZI(f)->zip, z, 0, head, 2, err)) return -1;
+    } else if (ck_read(&f->src, z->data_off, head, 2, z->name, err)) {
+        return -1;
+    }
+    *yes = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    return 0;
+}
+
+/* For scanners: run every extra pickle record, values dropped; one that
+ * does not read gives a note, not an error (its globals were reported). */
+static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size_t ndone,
+                             ckpt_error *err)
+{
+    for (size_t i = 0; i < ZI(f)->zip.n; i++) {
+        const ck_zip_entry *z = &ZI(f)->zip.e[i];
+        int yes = 0, skip = 0;
+        ckpt_error e;
+        ckpt_value *v;
+        char label[160];
+        for (size_t d = 0; d < ndone; d++) skip |= done[d] == z;
+        if (skip) continue;
+        memset(&e, 0, sizeof e);
+        if (is_extra_pickle(f, i, &yes, &e) != 0) {
+            if (ck_note(&f->pk, "%.100s: not scanned: %s", z->name, e.message))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            continue;
+        }
+        if (!yes) continue;
+        snprintf(label, sizeof label, "%.120s (record %zu)", z->name, i + 1);
+        char *kept = ck_strndup(&f->arena, label, strlen(label));
+        if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (run_record(f, z, kept, zip_pid, (void *)"data/", &v, &e) != 0 &&
+            ck_note(&f->pk, "%s does not parse: %s (byte %lld)", kept, e.message,
+                    (long long)e.offset))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
+
 static int zip_open(ckpt_file *f, ckpt_error *err);
 
 /* When a ZIP fails to open, damage is the likeliest cause: if a record the
@@ -271,10 +346,13 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
         const ck_zip_entry *consts = record(f, "constants.pkl");
         CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
         ckpt_value *cv;
-        return run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err);
+        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err));
+        const ck_zip_entry *done[2] = {pkl, consts};
+        return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
     f->pickle_label = "data.pkl";
-    return run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err);
+    CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
+    return f->opt.scan_all_pickles ? run_extra_pickles(f, &pkl, 1, err) : 0;
 }
 
 static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *),

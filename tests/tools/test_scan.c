@@ -8,6 +8,17 @@
 #include "ckpt_scan.h"
 
 #include "../unit/harness.h"
+#include "../unit/build.h"
+
+static zipb zip_scratch; /* large: not on the stack */
+
+/* The item of the report whose pickle label is `label`, or NULL. */
+static const ckpt_scan_item *item_in(const ckpt_scan_report *r, const char *label)
+{
+    for (size_t i = 0; i < ckpt_scan_count(r); i++)
+        if (strcmp(ckpt_scan_at(r, i)->pickle, label) == 0) return ckpt_scan_at(r, i);
+    return NULL;
+}
 
 /* PROTO 2, GLOBAL module\nname\n, MARK, BINUNICODE arg, TUPLE, REDUCE, STOP */
 static size_t call_pickle(unsigned char *out, const char *module, const char *name, const char *arg)
@@ -168,18 +179,20 @@ int main(int argc, char **argv)
 
     SECTION("hostile acts are attacks, not only read errors");
     /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */
-    check_act("\x80\x02" "cos\nenviron\n}b.", 17, "BUILD on os.environ", 15,
-              "BUILD on a global");
+    check_act("\x80\x02"
+              "cos\nenviron\n}b.",
+              17, "BUILD on os.environ", 15, "BUILD on a global");
     /* SETITEM on copyreg._extension_registry: GLOBAL at 2, K 1, K 2, SETITEM at 35 */
-    check_act("\x80\x02" "ccopyreg\n_extension_registry\nK\x01K\x02s.", 37,
-              "SETITEM on copyreg._extension_registry", 35, "SETITEM on a global");
+    check_act("\x80\x02"
+              "ccopyreg\n_extension_registry\nK\x01K\x02s.",
+              37, "SETITEM on copyreg._extension_registry", 35, "SETITEM on a global");
     /* SETITEMS on a global: MARK K 1 K 2 SETITEMS at 31 */
-    check_act("\x80\x02" "ccopyreg\ndispatch_table\n(K\x01K\x02u.", 33,
-              "SETITEM on copyreg.dispatch_table", 31, "SETITEM on a global");
+    check_act("\x80\x02"
+              "ccopyreg\ndispatch_table\n(K\x01K\x02u.",
+              33, "SETITEM on copyreg.dispatch_table", 31, "SETITEM on a global");
     check_act("\x80\x02\x82\x05.", 5, "EXT1 code 5", 2, "extension registry");
     check_act("\x80\x02\x83\x34\x12.", 6, "EXT2 code 4660", 2, "extension registry");
-    check_act("\x80\x02\x84\xff\xff\xff\x7f.", 8, "EXT4 code 2147483647", 2,
-              "extension registry");
+    check_act("\x80\x02\x84\xff\xff\xff\x7f.", 8, "EXT4 code 2147483647", 2, "extension registry");
 
     SECTION("every pickle of a plain pickle file, as repeated pickle.load would read");
     {
@@ -227,6 +240,40 @@ int main(int argc, char **argv)
                 ckpt_close(f);
             }
         }
+    }
+
+    SECTION("ZIP records the load does not read: *.pkl, PROTO bytes, a repeated name");
+    {
+        zipb *z = &zip_scratch;
+        unsigned char p1[128], p2[128], p3[128];
+        size_t n1 = call_pickle(p1, "os", "system", "true");
+        size_t n2 = call_pickle(p2, "builtins", "eval", "1");
+        size_t n3 = call_pickle(p3, "posix", "system", "true");
+        const ckpt_scan_item *it;
+        zb_init(z);
+        zb_add(z, "archive/data.pkl", "\x80\x02}q\x00.", 6);
+        zb_add(z, "archive/version", "3\n", 2);
+        zb_add_ex(z, "archive/extra.pkl", p1, n1, 1, 0); /* deflated */
+        zb_add(z, "archive/blob", p2, n2);
+        zb_add(z, "archive/data.pkl", p3, n3); /* what Python's zipfile would read */
+        zb_finish(z);
+        r = ckpt_scan_memory(z->out.p, z->out.n, NULL, 0, &err);
+        CHECK(r != NULL);
+        CHECK(ckpt_scan_error(r) == NULL);
+        CHECK(ckpt_scan_flagged(r));
+        CHECK_EQ_U64(ckpt_scan_count(r), 3);
+        it = item_in(r, "archive/extra.pkl (record 3)");
+        CHECK(it && strcmp(it->module, "os") == 0 && it->called);
+        it = item_in(r, "archive/blob (record 4)");
+        CHECK(it && strcmp(it->name, "eval") == 0);
+        CHECK(it && it->offset == (int64_t)(zb_find(z, "archive/blob")->data_off + 2));
+        it = item_in(r, "archive/data.pkl (record 5)");
+        CHECK(it && strcmp(it->module, "posix") == 0);
+        ckpt_scan_free(r);
+        /* the reader alone still refuses the repeated name */
+        CHECK(ckpt_open_memory(z->out.p, z->out.n, NULL, &err) == NULL);
+        CHECK_CONTAINS(err.message, "appears twice");
+        bb_free(&z->out);
     }
 
     SECTION("limits from the options apply");
