@@ -351,7 +351,14 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
         return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
     f->pickle_label = "data.pkl";
-    CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
+    if (run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err) != 0) {
+        /* a scan still runs the other pickles: a broken data.pkl must not
+         * hide a hostile record; the open fails with data.pkl's error */
+        ckpt_error e2;
+        if (f->opt.scan_all_pickles && err && err->code != CKPT_E_NOMEM)
+            (void)run_extra_pickles(f, &pkl, 1, &e2);
+        return -1;
+    }
     return f->opt.scan_all_pickles ? run_extra_pickles(f, &pkl, 1, err) : 0;
 }
 

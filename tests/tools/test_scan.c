@@ -270,6 +270,23 @@ int main(int argc, char **argv)
         it = item_in(r, "archive/data.pkl (record 5)");
         CHECK(it && strcmp(it->module, "posix") == 0);
         ckpt_scan_free(r);
+        bb_free(&z->out);
+        /* a data.pkl that breaks does not hide the other records */
+        zb_init(z);
+        zb_add(z, "archive/data.pkl", "\x80\x02}\xff", 4);
+        zb_add(z, "archive/extra.pkl", p1, n1);
+        zb_finish(z);
+        r = ckpt_scan_memory(z->out.p, z->out.n, NULL, 0, &err);
+        CHECK(r != NULL);
+        CHECK(ckpt_scan_error(r) != NULL);
+        CHECK(ckpt_scan_flagged(r));
+        CHECK(item_in(r, "archive/extra.pkl (record 2)") != NULL);
+        ckpt_scan_free(r);
+        bb_free(&z->out);
+        zb_init(z);
+        zb_add(z, "archive/data.pkl", "\x80\x02}q\x00.", 6);
+        zb_add(z, "archive/data.pkl", p3, n3);
+        zb_finish(z);
         /* the reader alone still refuses the repeated name */
         CHECK(ckpt_open_memory(z->out.p, z->out.n, NULL, &err) == NULL);
         CHECK_CONTAINS(err.message, "appears twice");
