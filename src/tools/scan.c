@@ -188,6 +188,9 @@ static const rule dangerous_rules[] = {
     {"_operator", "attrgetter", W_GADGET},
     {"_operator", "methodcaller", W_GADGET},
     {"inspect", "getattr_static", W_GADGET},
+    /* picklescan _unsafe_globals (src/picklescan/scanner.py): chains */
+    {"operator", "itemgetter", W_GADGET},
+    {"_operator", "itemgetter", W_GADGET},
 
     /* torch helpers that load pickles, fetch code or compile it. */
     {"torch.hub", NULL, W_TORCH},
