@@ -47,7 +47,8 @@ static const char usage[] =
     "             os, subprocess, sys, builtins eval/exec/getattr/open/...,\n"
     "             importlib, pickle/marshal loads, socket, ctypes, ...\n"
     "A global that the pickle calls (REDUCE, NEWOBJ, INST, OBJ) is marked\n"
-    "'called'.  Oddities of the pickles (a second PROTO, data after STOP, a\n"
+    "'called'; the summary counts the called unknown and dangerous ones.\n"
+    "Oddities of the pickles (a second PROTO, data after STOP, a\n"
     "pickle inside a pickle) are listed as notes.  A file that breaks part way\n"
     "still has every global met up to that point listed, then the error on\n"
     "stderr; a file where no global was met before the error prints only the\n"
@@ -140,11 +141,20 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
     size_t safe = ckpt_scan_tally(s, CKPT_VERDICT_SAFE);
     size_t unknown = ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN);
     size_t dangerous = ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS);
+    size_t unknown_called = 0, i;
     int complete = ckpt_scan_error(s) == NULL;
+    /* an unknown global the pickle calls is code torch.load would run:
+     * say how many, so the default output shows what --strict refuses */
+    for (i = 0; i < n; i++) {
+        const ckpt_scan_item *it = ckpt_scan_at(s, i);
+        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) unknown_called++;
+    }
     fputs("summary: ", stdout);
     put_shown(path);
-    printf(": %zu global%s%s: %zu safe, %zu unknown, %zu dangerous", n, n == 1 ? "" : "s",
-           complete ? "" : " met before the error", safe, unknown, dangerous);
+    printf(": %zu global%s%s: %zu safe, %zu unknown", n, n == 1 ? "" : "s",
+           complete ? "" : " met before the error", safe, unknown);
+    if (unknown) printf(" (%zu called)", unknown_called);
+    printf(", %zu dangerous", dangerous);
     if (dangerous)
         printf(" (%zu called) -- DANGEROUS: torch.load(weights_only=False) of "
                "this file can run code",
