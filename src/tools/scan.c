@@ -396,6 +396,40 @@ static const rule dangerous_rules[] = {
     {"sympy.parsing", NULL, W_EVAL},
     {"huggingface_hub", NULL, W_NET},
     {"fsspec", NULL, W_FILE},
+
+    /* stdlib, second pass (reasons read in CPython's sources) */
+    {"unittest", "main", W_IMPORT},       /* TestProgram imports the modules it is told */
+    {"unittest", "TestProgram", W_IMPORT},
+    {"unittest", "TestLoader", W_IMPORT}, /* loadTestsFromName imports a dotted name */
+    {"unittest", "defaultTestLoader", W_IMPORT},
+    {"unittest.main", NULL, W_IMPORT},
+    {"unittest.loader", NULL, W_IMPORT},
+    {"operator", "call", W_GADGET},       /* 3.11+: calls any callable */
+    {"_operator", "call", W_GADGET},
+    {"gc", NULL, W_EVAL},                 /* get_objects/get_referrers reach any object */
+    {"pstats", NULL, W_LOAD},             /* Stats(filename) is marshal.load of a file */
+    {"wsgiref", NULL, W_NET},             /* simple_server.make_server */
+    {"cgitb", NULL, W_FILE},              /* Hook(logdir=) writes files */
+    {"uu", NULL, W_FILE},                 /* decode() writes the file its header names */
+    {"binhex", NULL, W_FILE},
+    {"winreg", NULL, W_FILE},             /* writes the registry (persistence) */
+    {"_winreg", NULL, W_FILE},
+    {"msvcrt", NULL, W_PROC},
+    {"modulefinder", NULL, W_IMPORT},
+    {"syslog", NULL, W_FILE},
+
+    /* torch, second pass (reasons read in torch's sources) */
+    {"torch.utils.show_pickle", NULL, W_LOAD},   /* unpickles the file it is given */
+    {"torch.utils.jit", NULL, W_EVAL},           /* log_extract runs extracted code */
+    {"torch.utils.data.datapipes.iter.fileopener", NULL, W_FILE},
+    {"torch.utils.data.datapipes.iter.filelister", NULL, W_FILE},
+    {"torch.utils.data.datapipes.utils.common", NULL, W_FILE},
+    {"torch._C", "_load*", W_LOAD},              /* _load_for_lite_interpreter & co. */
+    {"torch._classes", NULL, W_NATIVE},          /* load_library */
+    {"torch.classes", "load_library", W_NATIVE},
+    {"torch", "compile", W_EVAL},
+    {"torch.compiler", NULL, W_EVAL},
+    {"torch._functorch.aot_autograd", NULL, W_EVAL},
 };
 
 /* Attributes that, reached through a dotted name (protocol 4 qualnames are

@@ -133,6 +133,11 @@ ATTACKS = [
     ("pathlib_write_text", "pathlib", "Path.write_text", ["/tmp/ckpt-x", "x"], call_p4, "stdlib: Path.write_text writes a file"),
     ("site_addsitedir", "site", "addsitedir", ["/tmp"], call_p2, "stdlib: site.addsitedir execs .pth import lines"),
     ("copyreg_add_extension", "copyreg", "add_extension", ["os", "system", "7"], call_p2, "ckpt issue 12 group 3 (EXT opcodes via copyreg)"),
+    ("unittest_main_import", "unittest", "main", ["os"], call_p2, "stdlib: unittest.main imports the module it is told"),
+    ("pstats_marshal_load", "pstats", "Stats", ["/tmp/ckpt-x"], call_p4, "stdlib: pstats.Stats(filename) = marshal.load"),
+    ("gc_get_objects", "gc", "get_objects", [], call_p2, "stdlib: gc.get_objects reaches any object"),
+    ("torch_show_pickle", "torch.utils.show_pickle", "main", ["x"], call_p2, "torch: show_pickle unpickles the file"),
+    ("torch_lite_load", "torch._C", "_load_for_lite_interpreter", ["x.ptl"], call_p4, "torch: loads a TorchScript lite module"),
     ("dotted_os_via_torch", "torch", "serialization.os.system", ["true"], call_p4, "protocol 4 dotted qualname resolved with getattr"),
 ]
 
