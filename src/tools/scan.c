@@ -386,8 +386,18 @@ static const rule dangerous_rules[] = {
     {"numpy.testing", NULL, W_NUMPY},
     {"pandas", "to_pickle", W_LOAD},
     {"pandas.io", NULL, W_LOAD},
-    {"tensorflow", NULL, W_EVAL},      /* tf.io.write_file, tf.py_function */
-    {"keras", NULL, W_EVAL},           /* Lambda layers hold marshalled code */
+    /* tensorflow/keras: only the helpers, so pickled keras objects stay unknown */
+    {"tensorflow.io", NULL, W_FILE},   /* tf.io.write_file / read_file */
+    {"tensorflow", "py_function", W_EVAL},
+    {"tensorflow", "numpy_function", W_EVAL},
+    {"tensorflow.python.ops.script_ops", NULL, W_EVAL},
+    {"keras.layers", "Lambda", W_EVAL}, /* Lambda layers hold marshalled code */
+    {"keras.src.layers", "Lambda", W_EVAL},
+    {"keras.layers.core", "Lambda", W_EVAL},
+    {"keras.layers.core.lambda_layer", NULL, W_EVAL},
+    {"keras.src.layers.core.lambda_layer", NULL, W_EVAL},
+    {"keras.models", "load_model", W_LOAD},
+    {"keras.saving", NULL, W_LOAD},
     {"IPython", NULL, W_EVAL},
     {"jinja2", NULL, W_EVAL},          /* templates compile to Python */
     {"sympy", "sympify", W_EVAL},      /* eval of strings */
