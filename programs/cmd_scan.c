@@ -52,7 +52,8 @@ static const char usage[] =
     "             os, subprocess, sys, builtins eval/exec/getattr/open/...,\n"
     "             importlib, pickle/marshal loads, socket, ctypes, ...\n"
     "A global that the pickle calls (REDUCE, NEWOBJ, INST, OBJ) is marked\n"
-    "'called'.  Acts the reader refuses are attacks, listed as dangerous\n"
+    "'called'; the summary counts the called unknown and dangerous ones.\n"
+    "Acts the reader refuses are attacks, listed as dangerous\n"
     "globals of the pseudo-module <pickle>: BUILD or SETITEM(S) on a class\n"
     "or module (\"<pickle>.BUILD on os.environ\"), and EXT1/EXT2/EXT4\n"
     "(\"<pickle>.EXT1 code 5\": copyreg's extension registry).\n"
@@ -149,11 +150,20 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
     size_t safe = ckpt_scan_tally(s, CKPT_VERDICT_SAFE);
     size_t unknown = ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN);
     size_t dangerous = ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS);
+    size_t unknown_called = 0, i;
     int complete = ckpt_scan_error(s) == NULL;
+    /* an unknown global the pickle calls is code torch.load would run:
+     * say how many, so the default output shows what --strict refuses */
+    for (i = 0; i < n; i++) {
+        const ckpt_scan_item *it = ckpt_scan_at(s, i);
+        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) unknown_called++;
+    }
     fputs("summary: ", stdout);
     put_shown(path);
-    printf(": %zu global%s%s: %zu safe, %zu unknown, %zu dangerous", n, n == 1 ? "" : "s",
-           complete ? "" : " met before the error", safe, unknown, dangerous);
+    printf(": %zu global%s%s: %zu safe, %zu unknown", n, n == 1 ? "" : "s",
+           complete ? "" : " met before the error", safe, unknown);
+    if (unknown) printf(" (%zu called)", unknown_called);
+    printf(", %zu dangerous", dangerous);
     if (dangerous)
         printf(" (%zu called) -- DANGEROUS: torch.load(weights_only=False) of "
                "this file can run code",

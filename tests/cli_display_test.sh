@@ -66,7 +66,7 @@ dangerous  posix.system                             pickle      14  yes     runs
 unknown    \x1b[1A\x1b[2K\rcollections.OrderedDict  pickle      56  yes
 unknown    builtins.print\x08\x08\x08\x08\x08       pickle     131  no
 EOF
-echo "summary: $EVIL: 3 globals: 0 safe, 2 unknown, 1 dangerous (1 called) -- DANGEROUS: torch.load(weights_only=False) of this file can run code" >>"$WANT"
+echo "summary: $EVIL: 3 globals: 0 safe, 2 unknown (1 called), 1 dangerous (1 called) -- DANGEROUS: torch.load(weights_only=False) of this file can run code" >>"$WANT"
 r=$(status_is 3)
 [ -z "$r" ] && r=$(same "$OUT" "$WANT")
 check "scan: global names escaped, columns aligned on the escaped text" "$r"

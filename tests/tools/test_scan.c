@@ -108,6 +108,25 @@ int main(int argc, char **argv)
     CHECK_EQ_INT(ckpt_global_verdict("functools", "partial", NULL), CKPT_VERDICT_UNKNOWN);
     CHECK_EQ_INT(ckpt_global_verdict("torch", "__builtins__", NULL), CKPT_VERDICT_DANGEROUS);
     CHECK_STR(ckpt_verdict_name(CKPT_VERDICT_UNKNOWN), "unknown");
+    /* issue 12 group 1: gadgets reached through helpers are dangerous, and
+     * the honest classes next to them are not (tests/scan/ has the files) */
+    CHECK_EQ_INT(ckpt_global_verdict("_osx_support", "_read_output", NULL),
+                 CKPT_VERDICT_DANGEROUS);
+    CHECK_EQ_INT(ckpt_global_verdict("logging", "FileHandler", NULL), CKPT_VERDICT_DANGEROUS);
+    CHECK_EQ_INT(ckpt_global_verdict("torch.utils.bottleneck.__main__", "run_cprofile", NULL),
+                 CKPT_VERDICT_DANGEROUS);
+    CHECK_EQ_INT(ckpt_global_verdict("pathlib", "Path.write_text", NULL), CKPT_VERDICT_DANGEROUS);
+    CHECK_EQ_INT(ckpt_global_verdict("pathlib", "PosixPath", NULL), CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("logging", "Logger", NULL), CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("numpy", "memmap", NULL), CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("numpy.core.multiarray", "_reconstruct", NULL),
+                 CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("collections", "defaultdict", NULL), CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("datetime", "datetime", NULL), CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("torch.distributed.tensor", "DTensor", NULL),
+                 CKPT_VERDICT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_global_verdict("torch.distributed.checkpoint.metadata", "Metadata", NULL),
+                 CKPT_VERDICT_UNKNOWN);
 
     SECTION("an honest checkpoint");
     r = ckpt_scan_path(argv[1], NULL, 0, &err);

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Hold `ckpt scan` to the attack corpus of tests/scan/ (see gen_attacks.py).
+
+For each row of manifest.tsv: run `ckpt scan FILE`, check the exit status,
+and for attacks (exit 3) that the named global is listed with verdict
+`dangerous`; for honest files (exit 0) that nothing is dangerous.
+Every file under files/ must have a manifest row.
+Usage: run_scan_corpus.py CKPT_BINARY [SCAN_DIR]
+"""
+import os
+import subprocess
+import sys
+
+
+def main():
+    ckpt = sys.argv[1]
+    here = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
+    files = os.path.join(here, "files")
+    passed = failed = 0
+    seen = set()
+
+    def check(ok, what):
+        nonlocal passed, failed
+        print(("ok - " if ok else "not ok - ") + what)
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+
+    with open(os.path.join(here, "manifest.tsv"), encoding="utf-8") as f:
+        rows = [l.rstrip("\n").split("\t") for l in f if l.strip() and not l.startswith("#")]
+    for name, want, glob, source in rows:
+        seen.add(name)
+        p = subprocess.run([ckpt, "scan", os.path.join(files, name)], capture_output=True, text=True)
+        check(p.returncode == int(want),
+              f"{name}: exit {p.returncode}, expected {want} ({source})")
+        verdicts = {}
+        for line in p.stdout.splitlines():
+            cols = line.split()
+            if len(cols) >= 2 and cols[0] in ("safe", "unknown", "dangerous"):
+                verdicts.setdefault(cols[1], set()).add(cols[0])
+        if glob != "-":
+            check("dangerous" in verdicts.get(glob, set()),
+                  f"{name}: {glob} listed as dangerous (got {sorted(verdicts.get(glob, []))})")
+        else:
+            bad = [g for g, v in verdicts.items() if "dangerous" in v]
+            check(not bad and verdicts, f"{name}: honest, no dangerous global (got {bad})")
+    extra = sorted(set(os.listdir(files)) - seen)
+    check(not extra, f"every corpus file has a manifest row (missing: {extra})")
+    check(len(rows) >= 10, f"corpus has {len(rows)} files")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
