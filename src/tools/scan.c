@@ -225,31 +225,31 @@ static const rule dangerous_rules[] = {
      * the named library's source. */
 
     /* issue 12 (picklescan advisories): helpers that run a command */
-    {"_osx_support", "_read_output", W_PROC},  /* subprocess via os.system */
+    {"_osx_support", "_read_output", W_PROC}, /* subprocess via os.system */
     {"_osx_support", "_find_build_tool", W_PROC},
     {"_osx_support", "_find_executable", W_PROC},
     {"_aix_support", "_read_cmd_output", W_PROC}, /* stdlib: subprocess.check_output */
     {"uuid", "_get_command_stdout", W_PROC},      /* stdlib: subprocess.Popen */
     {"uuid", "_popen", W_PROC},                   /* stdlib (3.6-): os.popen */
     {"pydoc", "pipepager", W_PROC},               /* issue 12 family; covered by pydoc too */
-    {"_pyrepl", NULL, W_PROC},        /* stdlib 3.13: _pyrepl.pager.pipe_pager runs a shell */
-    {"pipes", NULL, W_PROC},          /* stdlib: pipes.Template runs shell commands */
+    {"_pyrepl", NULL, W_PROC}, /* stdlib 3.13: _pyrepl.pager.pipe_pager runs a shell */
+    {"pipes", NULL, W_PROC},   /* stdlib: pipes.Template runs shell commands */
     {"concurrent.futures.process", NULL, W_PROC}, /* stdlib: spawns processes */
-    {"ctypes.util", NULL, W_PROC},    /* stdlib: find_library runs gcc/ldconfig */
-    {"test.support", NULL, W_PROC},   /* issue 12: script_helper.assert_python_ok & co. */
+    {"ctypes.util", NULL, W_PROC},                /* stdlib: find_library runs gcc/ldconfig */
+    {"test.support", NULL, W_PROC},     /* issue 12: script_helper.assert_python_ok & co. */
     {"test.libregrtest", NULL, W_PROC}, /* stdlib: runs test processes */
     {"test.regrtest", NULL, W_PROC},
-    {"site", NULL, W_EVAL},           /* stdlib: addsitedir runs .pth lines with exec */
-    {"cmd", NULL, W_GADGET},          /* stdlib: Cmd.onecmd dispatches to do_<name> */
-    {"tkinter", NULL, W_EVAL},        /* stdlib: Tcl().eval runs Tcl, exec'able */
+    {"site", NULL, W_EVAL},    /* stdlib: addsitedir runs .pth lines with exec */
+    {"cmd", NULL, W_GADGET},   /* stdlib: Cmd.onecmd dispatches to do_<name> */
+    {"tkinter", NULL, W_EVAL}, /* stdlib: Tcl().eval runs Tcl, exec'able */
     {"_tkinter", NULL, W_EVAL},
     {"atexit", "register", W_GADGET}, /* stdlib: queues a call for interpreter exit */
     {"builtins", "exit", W_PROC},     /* stdlib: _sitebuiltins.Quitter raises SystemExit */
     {"builtins", "quit", W_PROC},
     {"_sitebuiltins", NULL, W_PROC},
-    {"signal", NULL, W_PROC},         /* stdlib: pthread_kill, setitimer, handlers */
+    {"signal", NULL, W_PROC}, /* stdlib: pthread_kill, setitimer, handlers */
     {"resource", "setrlimit", W_PROC},
-    {"faulthandler", NULL, W_FILE},   /* stdlib: dumps tracebacks into a file */
+    {"faulthandler", NULL, W_FILE}, /* stdlib: dumps tracebacks into a file */
 
     /* issue 12: logging handlers open files and sockets at construction */
     {"logging", "FileHandler", W_FILE},
@@ -262,8 +262,8 @@ static const rule dangerous_rules[] = {
     {"copy_reg", "add_extension", W_IMPORT},
 
     /* stdlib: writers and archive tools that create or overwrite files */
-    {"zipfile", NULL, W_FILE},    /* ZipFile(path, 'w') truncates, extractall writes */
-    {"tarfile", NULL, W_FILE},    /* TarFile.extractall writes anywhere */
+    {"zipfile", NULL, W_FILE}, /* ZipFile(path, 'w') truncates, extractall writes */
+    {"tarfile", NULL, W_FILE}, /* TarFile.extractall writes anywhere */
     {"zipapp", NULL, W_FILE},
     {"gzip", "open", W_FILE},
     {"gzip", "GzipFile", W_FILE},
@@ -272,18 +272,18 @@ static const rule dangerous_rules[] = {
     {"lzma", "open", W_FILE},
     {"lzma", "LZMAFile", W_FILE},
     {"dbm", NULL, W_FILE},
-    {"sqlite3", NULL, W_FILE},    /* connect() creates a database file */
+    {"sqlite3", NULL, W_FILE}, /* connect() creates a database file */
     {"_sqlite3", NULL, W_FILE},
     {"mailbox", NULL, W_FILE},
     {"py_compile", NULL, W_FILE}, /* writes .pyc files */
     {"compileall", NULL, W_FILE},
-    {"readline", NULL, W_FILE},   /* write_history_file */
+    {"readline", NULL, W_FILE}, /* write_history_file */
     {"wave", "open", W_FILE},
     {"aifc", "open", W_FILE},
     {"sunau", "open", W_FILE},
     {"tokenize", "open", W_FILE},
     {"linecache", NULL, W_FILE},
-    {"pathlib.Path", "write*", W_FILE},  /* dotted name: Path.write_text(p, s) */
+    {"pathlib.Path", "write*", W_FILE}, /* dotted name: Path.write_text(p, s) */
     {"pathlib.Path", "open", W_FILE},
     {"pathlib.Path", "unlink", W_FILE},
     {"pathlib.Path", "rmdir", W_FILE},
@@ -306,14 +306,14 @@ static const rule dangerous_rules[] = {
     {"smtpd", NULL, W_NET},
     {"asyncore", NULL, W_NET},
     {"asynchat", NULL, W_NET},
-    {"xml.sax", "parse", W_NET},        /* fetches a system id URL */
+    {"xml.sax", "parse", W_NET}, /* fetches a system id URL */
     {"xml.dom.pulldom", "parse", W_NET},
     {"xml.dom.minidom", "parse", W_NET},
     {"xml.etree.ElementTree", "parse", W_FILE},
     {"xml.etree.ElementTree", "ElementTree", W_FILE}, /* .write(path) */
     {"asyncio", "open_connection", W_NET},
     {"asyncio", "start_server", W_NET},
-    {"asyncio", "run", W_EVAL},         /* drives any coroutine */
+    {"asyncio", "run", W_EVAL},            /* drives any coroutine */
     {"asyncio.base_events", NULL, W_PROC}, /* subprocess_exec/_shell, create_connection */
     {"asyncio.events", NULL, W_PROC},
 
@@ -322,17 +322,18 @@ static const rule dangerous_rules[] = {
     {"pydevd", NULL, W_EVAL},
 
     /* issue 12 (weights_only / picklescan advisories): torch helpers */
-    {"torch.utils.collect_env", NULL, W_PROC},   /* run, run_and_read_all, run_and_parse_first_match */
-    {"torch.utils.bottleneck", NULL, W_PROC},    /* runs a script under cProfile */
-    {"torch.jit.unsupported_tensor_ops", NULL, W_EVAL}, /* execWrapper = exec */
+    {"torch.utils.collect_env", NULL,
+     W_PROC},                                 /* run, run_and_read_all, run_and_parse_first_match */
+    {"torch.utils.bottleneck", NULL, W_PROC}, /* runs a script under cProfile */
+    {"torch.jit.unsupported_tensor_ops", NULL, W_EVAL},         /* execWrapper = exec */
     {"torch.utils.data.datapipes.utils.decoder", NULL, W_LOAD}, /* basichandlers: pickle.loads */
     {"torch.utils.data.datapipes.iter.routeddecoder", NULL, W_LOAD},
     {"torch.utils._config_module", NULL, W_LOAD}, /* ConfigModule.load_config: pickle.loads */
-    {"torch._dynamo", NULL, W_EVAL},   /* guards.GuardBuilder.get: eval */
-    {"torch._inductor", NULL, W_EVAL}, /* codecache.compile_file and friends */
+    {"torch._dynamo", NULL, W_EVAL},              /* guards.GuardBuilder.get: eval */
+    {"torch._inductor", NULL, W_EVAL},            /* codecache.compile_file and friends */
     {"torch.fx.experimental.symbolic_shapes", NULL, W_EVAL}, /* evaluate_guards_expression */
-    {"torch.testing._internal", NULL, W_PROC}, /* common_utils runs subprocesses */
-    {"torch.utils.benchmark", NULL, W_EVAL},   /* Timer executes statements */
+    {"torch.testing._internal", NULL, W_PROC},               /* common_utils runs subprocesses */
+    {"torch.utils.benchmark", NULL, W_EVAL},                 /* Timer executes statements */
     {"torch.utils.model_zoo", NULL, W_NET},
     {"torch.utils.tensorboard", NULL, W_FILE},
     {"torch.utils.file_baton", NULL, W_FILE},
@@ -382,12 +383,12 @@ static const rule dangerous_rules[] = {
     {"numpy.lib.format", "open_memmap", W_NUMPY},
     {"numpy.lib._datasource", NULL, W_NET},
     {"numpy.lib.npyio", NULL, W_NUMPY},
-    {"numpy.lib.utils", NULL, W_NUMPY},   /* lookfor imports modules */
+    {"numpy.lib.utils", NULL, W_NUMPY}, /* lookfor imports modules */
     {"numpy.testing", NULL, W_NUMPY},
     {"pandas", "to_pickle", W_LOAD},
     {"pandas.io", NULL, W_LOAD},
     /* tensorflow/keras: only the helpers, so pickled keras objects stay unknown */
-    {"tensorflow.io", NULL, W_FILE},   /* tf.io.write_file / read_file */
+    {"tensorflow.io", NULL, W_FILE}, /* tf.io.write_file / read_file */
     {"tensorflow", "py_function", W_EVAL},
     {"tensorflow", "numpy_function", W_EVAL},
     {"tensorflow.python.ops.script_ops", NULL, W_EVAL},
@@ -399,8 +400,8 @@ static const rule dangerous_rules[] = {
     {"keras.models", "load_model", W_LOAD},
     {"keras.saving", NULL, W_LOAD},
     {"IPython", NULL, W_EVAL},
-    {"jinja2", NULL, W_EVAL},          /* templates compile to Python */
-    {"sympy", "sympify", W_EVAL},      /* eval of strings */
+    {"jinja2", NULL, W_EVAL},     /* templates compile to Python */
+    {"sympy", "sympify", W_EVAL}, /* eval of strings */
     {"sympy.core.sympify", NULL, W_EVAL},
     {"sympy", "parse_expr", W_EVAL},
     {"sympy.parsing", NULL, W_EVAL},
@@ -408,34 +409,34 @@ static const rule dangerous_rules[] = {
     {"fsspec", NULL, W_FILE},
 
     /* stdlib, second pass (reasons read in CPython's sources) */
-    {"unittest", "main", W_IMPORT},       /* TestProgram imports the modules it is told */
+    {"unittest", "main", W_IMPORT}, /* TestProgram imports the modules it is told */
     {"unittest", "TestProgram", W_IMPORT},
     {"unittest", "TestLoader", W_IMPORT}, /* loadTestsFromName imports a dotted name */
     {"unittest", "defaultTestLoader", W_IMPORT},
     {"unittest.main", NULL, W_IMPORT},
     {"unittest.loader", NULL, W_IMPORT},
-    {"operator", "call", W_GADGET},       /* 3.11+: calls any callable */
+    {"operator", "call", W_GADGET}, /* 3.11+: calls any callable */
     {"_operator", "call", W_GADGET},
-    {"gc", NULL, W_EVAL},                 /* get_objects/get_referrers reach any object */
-    {"pstats", NULL, W_LOAD},             /* Stats(filename) is marshal.load of a file */
-    {"wsgiref", NULL, W_NET},             /* simple_server.make_server */
-    {"cgitb", NULL, W_FILE},              /* Hook(logdir=) writes files */
-    {"uu", NULL, W_FILE},                 /* decode() writes the file its header names */
+    {"gc", NULL, W_EVAL},     /* get_objects/get_referrers reach any object */
+    {"pstats", NULL, W_LOAD}, /* Stats(filename) is marshal.load of a file */
+    {"wsgiref", NULL, W_NET}, /* simple_server.make_server */
+    {"cgitb", NULL, W_FILE},  /* Hook(logdir=) writes files */
+    {"uu", NULL, W_FILE},     /* decode() writes the file its header names */
     {"binhex", NULL, W_FILE},
-    {"winreg", NULL, W_FILE},             /* writes the registry (persistence) */
+    {"winreg", NULL, W_FILE}, /* writes the registry (persistence) */
     {"_winreg", NULL, W_FILE},
     {"msvcrt", NULL, W_PROC},
     {"modulefinder", NULL, W_IMPORT},
     {"syslog", NULL, W_FILE},
 
     /* torch, second pass (reasons read in torch's sources) */
-    {"torch.utils.show_pickle", NULL, W_LOAD},   /* unpickles the file it is given */
-    {"torch.utils.jit", NULL, W_EVAL},           /* log_extract runs extracted code */
+    {"torch.utils.show_pickle", NULL, W_LOAD}, /* unpickles the file it is given */
+    {"torch.utils.jit", NULL, W_EVAL},         /* log_extract runs extracted code */
     {"torch.utils.data.datapipes.iter.fileopener", NULL, W_FILE},
     {"torch.utils.data.datapipes.iter.filelister", NULL, W_FILE},
     {"torch.utils.data.datapipes.utils.common", NULL, W_FILE},
-    {"torch._C", "_load*", W_LOAD},              /* _load_for_lite_interpreter & co. */
-    {"torch._classes", NULL, W_NATIVE},          /* load_library */
+    {"torch._C", "_load*", W_LOAD},     /* _load_for_lite_interpreter & co. */
+    {"torch._classes", NULL, W_NATIVE}, /* load_library */
     {"torch.classes", "load_library", W_NATIVE},
     {"torch", "compile", W_EVAL},
     {"torch.compiler", NULL, W_EVAL},

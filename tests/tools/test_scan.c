@@ -110,8 +110,7 @@ int main(int argc, char **argv)
     CHECK_STR(ckpt_verdict_name(CKPT_VERDICT_UNKNOWN), "unknown");
     /* issue 12 group 1: gadgets reached through helpers are dangerous, and
      * the honest classes next to them are not (tests/scan/ has the files) */
-    CHECK_EQ_INT(ckpt_global_verdict("_osx_support", "_read_output", NULL),
-                 CKPT_VERDICT_DANGEROUS);
+    CHECK_EQ_INT(ckpt_global_verdict("_osx_support", "_read_output", NULL), CKPT_VERDICT_DANGEROUS);
     CHECK_EQ_INT(ckpt_global_verdict("logging", "FileHandler", NULL), CKPT_VERDICT_DANGEROUS);
     CHECK_EQ_INT(ckpt_global_verdict("torch.utils.bottleneck.__main__", "run_cprofile", NULL),
                  CKPT_VERDICT_DANGEROUS);
