@@ -3,6 +3,7 @@
  */
 #define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_export.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -60,14 +61,6 @@ const char *ckpt_npy_note(ckpt_dtype dtype)
     return NULL;
 }
 
-static size_t swap_unit(ckpt_dtype dtype)
-{
-    size_t size = ckpt_dtype_size(dtype);
-    if (dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128)
-        return size / 2;
-    return size;
-}
-
 size_t ckpt_npy_header(char *buf, size_t cap, ckpt_dtype dtype, const int64_t *shape, uint32_t ndim)
 {
     int pair = 0;
@@ -122,32 +115,11 @@ static int fail(ckpt_error *err, ckpt_code code, const char *fmt, ...)
     return -1;
 }
 
-static int host_big_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char first;
-    memcpy(&first, &one, 1);
-    return first == 0;
-}
-
-static void swap_bytes(unsigned char *p, size_t n, size_t unit)
-{
-    unsigned char *end = p + n - n % unit;
-    for (; p < end; p += unit) {
-        size_t a = 0, b = unit - 1;
-        while (a < b) {
-            unsigned char t = p[a];
-            p[a++] = p[b];
-            p[b--] = t;
-        }
-    }
-}
-
 int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn write, void *ctx,
                        ckpt_error *err)
 {
-    size_t cap = CKPT_NPY_HEADER_CAP(t->ndim), hlen, unit = swap_unit(t->dtype);
-    int swap = unit > 1 && host_big_endian();
+    size_t cap = CKPT_NPY_HEADER_CAP(t->ndim), hlen, unit = ck_tools_swap_unit(t->dtype);
+    int swap = unit > 1 && ck_tools_host_big_endian();
     unsigned char *buf;
     uint64_t pos = 0;
     size_t bufcap = NPY_CHUNK;
@@ -171,7 +143,7 @@ int ckpt_export_npy_to(const ckpt_file *f, const ckpt_tensor *t, ckpt_write_fn w
             free(buf);
             return -1;
         }
-        if (swap) swap_bytes(buf, n, unit);
+        if (swap) ck_tools_swap_bytes(buf, n, unit);
         if (write(ctx, buf, n) != 0) {
             free(buf);
             return fail(err, CKPT_E_IO, "writing the .npy data failed");

@@ -29,6 +29,7 @@
 #endif
 #define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_export.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -987,27 +988,6 @@ static int plan_verify(exporter *x)
 
 /* ---- copying one tensor -------------------------------------------------- */
 
-static void swap_bytes(unsigned char *p, size_t n, size_t unit)
-{
-    unsigned char *end = p + n - n % unit;
-    for (; p < end; p += unit) {
-        size_t a = 0, b = unit - 1;
-        while (a < b) {
-            unsigned char t = p[a];
-            p[a++] = p[b];
-            p[b--] = t;
-        }
-    }
-}
-
-/* Bytes of one number to reverse for little-endian (complex: each half). */
-static size_t swap_unit(ckpt_dtype dtype)
-{
-    size_t size = ckpt_dtype_size(dtype);
-    return dtype == CKPT_COMPLEX32 || dtype == CKPT_COMPLEX64 || dtype == CKPT_COMPLEX128 ? size / 2
-                                                                                          : size;
-}
-
 static int write_tensor(exporter *x, size_t idx)
 {
     const ckpt_tensor *t = x->ents[idx].tensor;
@@ -1056,7 +1036,7 @@ static int write_tensor(exporter *x, size_t idx)
             memset(&err, 0, sizeof err);
             err.offset = -1;
             if (ckpt_tensor_read_range(x->f, t, pos, dst, k, &err) != 0) return lib_error(x, &err);
-            if (x->big_host) swap_bytes(dst, k, swap_unit(t->dtype));
+            if (x->big_host) ck_tools_swap_bytes(dst, k, ck_tools_swap_unit(t->dtype));
         }
         x->stage_len += k;
         pos += k;
@@ -1538,14 +1518,6 @@ static int build_header(exporter *x)
 
 /* ---- plan ---------------------------------------------------------------- */
 
-static int host_big_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char first;
-    memcpy(&first, &one, 1);
-    return first == 0;
-}
-
 /* Start a call on x: its errors go to err (cleared). */
 static void ex_call(exporter *x, ckpt_error *err)
 {
@@ -1611,7 +1583,7 @@ static int ex_plan(exporter *x, const ckpt_file *f, const ckpt_export_options *o
     if (!f) return fail(x, CKPT_E_ARG, "null argument");
     x->f = f;
     x->src_fd = x->o.src_fd;
-    x->big_host = host_big_endian();
+    x->big_host = ck_tools_host_big_endian();
     ckpt_get_info(f, &x->info);
     if (x->info.format == CKPT_FORMAT_TORCHSCRIPT)
         return fail(x, CKPT_E_UNSUPPORTED,
