@@ -14,6 +14,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int cli_parse_files(int argc, char **argv, const cli_option *options, size_t noptions,
+                    const char *usage, char ***files, int *nfiles)
+{
+    int r;
+    *nfiles = 0;
+    *files = malloc((size_t)(argc > 0 ? argc : 1) * sizeof **files);
+    if (!*files) return cli_error("out of memory");
+    r = cli_parse(argc, argv, options, noptions, usage, *files, argc, nfiles);
+    if (r == CLI_CONTINUE && *nfiles < 1) r = cli_usage_error("%s: missing FILE", argv[0]);
+    return r;
+}
+
 int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),
               void *ctx)
 {

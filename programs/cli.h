@@ -243,6 +243,11 @@ int cli_report(const char *path, const ckpt_error *err);
 /* "ckpt: PATH: what" on stderr (a note, not a failure); returns CLI_OK. */
 int cli_note(const char *path, const char *what);
 
+/* cli_parse() for a command that reads one or more FILEs: *files (malloc'd,
+ * the caller frees it, also on failure) receives the operands; none is a
+ * usage error.  Returns CLI_CONTINUE or the exit status. */
+int cli_parse_files(int argc, char **argv, const cli_option *options, size_t noptions,
+                    const char *usage, char ***files, int *nfiles);
 /* Run one() on every file, printing "==> FILE <==" before each when there
  * are several and json is 0; returns the worst (highest) status. */
 int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),

@@ -558,11 +558,8 @@ int cmd_info(int argc, char **argv)
     };
 
     memset(&o, 0, sizeof o);
-    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops) return cli_error("out of memory");
-    rc =
-        cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
-    if (rc == CLI_CONTINUE && nops < 1) rc = cli_usage_error("info: missing FILE");
+    rc = cli_parse_files(argc, argv, options, sizeof options / sizeof options[0], usage, &ops,
+                         &nops);
     o.depth = -1;
     if (rc == CLI_CONTINUE && depth) {
         char *end;

@@ -150,10 +150,8 @@ int cmd_show(int argc, char **argv)
     };
 
     memset(&o, 0, sizeof o);
-    ops = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *ops);
-    if (!ops) return cli_error("out of memory");
-    r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, argc, &nops);
-    if (r == CLI_CONTINUE && nops < 1) r = cli_usage_error("show: missing FILE");
+    r = cli_parse_files(argc, argv, options, sizeof options / sizeof options[0], usage, &ops,
+                        &nops);
     if (r == CLI_CONTINUE) {
         cli_options(&o.opt);
         o.multi = nops > 1;
