@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -402,12 +403,21 @@ int cli_mkdirs(const char *dir)
 
 static int spool_fd = -1;
 
-static int in_fail(ckpt_error *err, const char *fmt, const char *a, const char *b)
+static int in_fail(ckpt_error *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static int in_fail(ckpt_error *err, const char *fmt, ...)
 {
+    va_list ap;
     memset(err, 0, sizeof *err);
     err->code = CKPT_E_IO;
     err->offset = -1;
-    snprintf(err->message, sizeof err->message, fmt, a, b);
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
     return CLI_FAIL;
 }
 
@@ -423,7 +433,7 @@ static int spool_stdin(ckpt_error *err)
     if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
     len = strlen(tmpdir) + 24;
     name = malloc(len);
-    if (!name) return in_fail(err, "%s%s", strerror(ENOMEM), "");
+    if (!name) return in_fail(err, "%s", strerror(ENOMEM));
     snprintf(name, len, "%s/ckpt-stdin.XXXXXX", tmpdir);
     fd = mkstemp(name);
     if (fd < 0) {
@@ -440,7 +450,7 @@ static int spool_stdin(ckpt_error *err)
             int e = errno;
             if (e == EINTR) continue;
             close(fd);
-            return in_fail(err, "%s%s", strerror(e), "");
+            return in_fail(err, "%s", strerror(e));
         }
         while (w < n) {
             ssize_t k = write(fd, buf + w, (size_t)(n - w));
@@ -464,25 +474,24 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
 
     if (strcmp(path, "-") != 0) {
         fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
+        if (fd < 0) return in_fail(err, "%s", strerror(errno));
         if (fstat(fd, &st) != 0) {
             int e = errno;
             close(fd);
-            return in_fail(err, "%s%s", strerror(e), "");
+            return in_fail(err, "%s", strerror(e));
         }
         if (S_ISDIR(st.st_mode)) {
             close(fd);
-            return in_fail(err, "is a directory%s%s", "", "");
+            return in_fail(err, "is a directory");
         }
         if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
             close(fd);
             return in_fail(err,
                            "needs a seekable file (this is a %s); pipe it in as "
-                           "'-' to read it from standard input%s",
+                           "'-' to read it from standard input",
                            S_ISFIFO(st.st_mode)  ? "FIFO or pipe"
                            : S_ISCHR(st.st_mode) ? "character device"
-                                                 : "special file",
-                           "");
+                                                 : "special file");
         }
         *fd_out = fd;
         *size_out = (uint64_t)st.st_size;
@@ -490,20 +499,20 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
     }
 
     if (spool_fd < 0) {
-        if (fstat(STDIN_FILENO, &st) != 0) return in_fail(err, "%s%s", strerror(errno), "");
+        if (fstat(STDIN_FILENO, &st) != 0) return in_fail(err, "%s", strerror(errno));
         if (S_ISREG(st.st_mode) && lseek(STDIN_FILENO, 0, SEEK_CUR) == 0) {
             spool_fd = dup(STDIN_FILENO); /* a file redirected in: read in place */
-            if (spool_fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
+            if (spool_fd < 0) return in_fail(err, "%s", strerror(errno));
         } else if (isatty(STDIN_FILENO)) {
-            return in_fail(err, "is a terminal; pipe a checkpoint in, or name a file%s%s", "", "");
+            return in_fail(err, "is a terminal; pipe a checkpoint in, or name a file");
         } else if (spool_stdin(err) != CLI_OK) {
             return CLI_FAIL;
         }
     }
     /* every "-" reads the same bytes */
-    if (fstat(spool_fd, &st) != 0) return in_fail(err, "%s%s", strerror(errno), "");
+    if (fstat(spool_fd, &st) != 0) return in_fail(err, "%s", strerror(errno));
     fd = dup(spool_fd);
-    if (fd < 0) return in_fail(err, "%s%s", strerror(errno), "");
+    if (fd < 0) return in_fail(err, "%s", strerror(errno));
     *fd_out = fd;
     *size_out = (uint64_t)st.st_size;
     return CLI_OK;
