@@ -224,7 +224,11 @@ typedef enum ckpt_format {
     CKPT_FORMAT_LEGACY = 1,
     CKPT_FORMAT_TAR = 2,
     CKPT_FORMAT_PICKLE = 3,
-    CKPT_FORMAT_TORCHSCRIPT = 4
+    CKPT_FORMAT_TORCHSCRIPT = 4,
+    CKPT_FORMAT_SAFETENSORS = 5,  /* a .safetensors file */
+    CKPT_FORMAT_SHARDED = 6,      /* shards named by an *.index.json or a folder */
+    CKPT_FORMAT_DCP = 7,          /* a torch.distributed.checkpoint folder */
+    CKPT_FORMAT_TORCH_EXPORT = 8  /* a torch.export .pt2 archive */
 } ckpt_format;
 
 typedef enum ckpt_byteorder { CKPT_LITTLE = 0, CKPT_BIG = 1 } ckpt_byteorder;
@@ -245,7 +249,8 @@ typedef struct ckpt_info {
  * sizeof(ckpt_info)); bytes past them are not written.  Use the macro. */
 CKPT_API void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *info, size_t struct_size);
 #define ckpt_get_info(f, info) ckpt_get_info_sized((f), (info), sizeof *(info))
-/* "zip", "legacy", "tar", "pickle", "torchscript". */
+/* "zip", "legacy", "tar", "pickle", "torchscript", "safetensors", "sharded",
+ * "dcp", "pt2". */
 CKPT_API const char *ckpt_format_name(ckpt_format format);
 
 /* ------------------------------------------------------------------------ */
@@ -273,8 +278,21 @@ typedef enum ckpt_dtype {
     CKPT_FLOAT8_E8M0FNU,
     CKPT_UINT16,
     CKPT_UINT32,
-    CKPT_UINT64
-    /* more will follow (quantized types): see "ABI" at the top */
+    CKPT_UINT64,
+    /* quantized: the stored integer representation (int_repr()); the
+     * quantization parameters are in the tensor's descriptor */
+    CKPT_QINT8,
+    CKPT_QUINT8,
+    CKPT_QINT32,
+    CKPT_QUINT4X2, /* two 4-bit values per byte */
+    CKPT_QUINT2X4, /* four 2-bit values per byte */
+    /* raw bit containers of PyTorch 2.x: bytes as they are */
+    CKPT_BITS8,
+    CKPT_BITS16,
+    CKPT_BITS1X8,
+    CKPT_BITS2X4,
+    CKPT_BITS4X2
+    /* more may follow: see "ABI" at the top */
 } ckpt_dtype;
 
 /* torch's spelling: "float32", "bfloat16", "float8_e4m3fn", ... */

@@ -21,6 +21,10 @@ const char *ckpt_format_name(ckpt_format fmt)
     case CKPT_FORMAT_TAR: return "tar";
     case CKPT_FORMAT_PICKLE: return "pickle";
     case CKPT_FORMAT_TORCHSCRIPT: return "torchscript";
+    case CKPT_FORMAT_SAFETENSORS: return "safetensors";
+    case CKPT_FORMAT_SHARDED: return "sharded";
+    case CKPT_FORMAT_DCP: return "dcp";
+    case CKPT_FORMAT_TORCH_EXPORT: return "pt2";
     }
     return "unknown";
 }

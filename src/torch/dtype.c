@@ -35,6 +35,16 @@ static const struct {
     [CKPT_UINT16] = {"uint16", NULL, 2, 2, NULL},
     [CKPT_UINT32] = {"uint32", NULL, 4, 4, NULL},
     [CKPT_UINT64] = {"uint64", NULL, 8, 8, NULL},
+    [CKPT_QINT8] = {"qint8", NULL, 1, 1, NULL},
+    [CKPT_QUINT8] = {"quint8", NULL, 1, 1, NULL},
+    [CKPT_QINT32] = {"qint32", NULL, 4, 4, NULL},
+    [CKPT_QUINT4X2] = {"quint4x2", NULL, 1, 1, NULL},
+    [CKPT_QUINT2X4] = {"quint2x4", NULL, 1, 1, NULL},
+    [CKPT_BITS8] = {"bits8", NULL, 1, 1, NULL},
+    [CKPT_BITS16] = {"bits16", NULL, 2, 2, NULL},
+    [CKPT_BITS1X8] = {"bits1x8", NULL, 1, 1, NULL},
+    [CKPT_BITS2X4] = {"bits2x4", NULL, 1, 1, NULL},
+    [CKPT_BITS4X2] = {"bits4x2", NULL, 1, 1, NULL},
 };
 
 /* Storage classes of quantized tensors: their bytes as plain integers. */

@@ -29,7 +29,7 @@ typedef enum ck_torch_tag {
 
 /* ---- dtypes: the one table ------------------------------------------------ */
 /* One past the last ckpt_dtype (not public: ckpt.h promises no count). */
-#define CK_DTYPE_COUNT ((unsigned)CKPT_UINT64 + 1u)
+#define CK_DTYPE_COUNT ((unsigned)CKPT_BITS4X2 + 1u)
 const char *ck_dtype_name(ckpt_dtype d);
 size_t ck_dtype_size(ckpt_dtype d);
 /* size of one swap unit for byte swapping (component size for complex) */

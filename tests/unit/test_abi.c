@@ -186,8 +186,8 @@ int main(void)
     ckpt_close(f);
 
     SECTION("dtypes this header does not list");
-    CHECK_STR(ckpt_dtype_name((ckpt_dtype)(CKPT_UINT64 + 1)), "unknown");
-    CHECK_EQ_U64(ckpt_dtype_size((ckpt_dtype)(CKPT_UINT64 + 1)), 0);
+    CHECK_STR(ckpt_dtype_name((ckpt_dtype)(CKPT_BITS4X2 + 1)), "unknown");
+    CHECK_EQ_U64(ckpt_dtype_size((ckpt_dtype)(CKPT_BITS4X2 + 1)), 0);
     CHECK_STR(ckpt_dtype_name((ckpt_dtype)1000), "unknown");
 
     return ut_summary();

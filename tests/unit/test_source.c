@@ -594,14 +594,24 @@ static void test_codes_and_dtypes(void)
         {CKPT_UINT16, "uint16", 2},
         {CKPT_UINT32, "uint32", 4},
         {CKPT_UINT64, "uint64", 8},
+        {CKPT_QINT8, "qint8", 1},
+        {CKPT_QUINT8, "quint8", 1},
+        {CKPT_QINT32, "qint32", 4},
+        {CKPT_QUINT4X2, "quint4x2", 1},
+        {CKPT_QUINT2X4, "quint2x4", 1},
+        {CKPT_BITS8, "bits8", 1},
+        {CKPT_BITS16, "bits16", 2},
+        {CKPT_BITS1X8, "bits1x8", 1},
+        {CKPT_BITS2X4, "bits2x4", 1},
+        {CKPT_BITS4X2, "bits4x2", 1},
     };
-    CHECK_EQ_INT(sizeof tab / sizeof tab[0], CKPT_UINT64 + 1); /* the last dtype */
+    CHECK_EQ_INT(sizeof tab / sizeof tab[0], CKPT_BITS4X2 + 1); /* the last dtype */
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         CHECK_STR(ckpt_dtype_name(tab[i].d), tab[i].name);
         CHECK_EQ_INT(ckpt_dtype_size(tab[i].d), tab[i].size);
     }
-    CHECK_STR(ckpt_dtype_name((ckpt_dtype)(CKPT_UINT64 + 1)), "unknown");
-    CHECK_EQ_INT(ckpt_dtype_size((ckpt_dtype)(CKPT_UINT64 + 1)), 0);
+    CHECK_STR(ckpt_dtype_name((ckpt_dtype)(CKPT_BITS4X2 + 1)), "unknown");
+    CHECK_EQ_INT(ckpt_dtype_size((ckpt_dtype)(CKPT_BITS4X2 + 1)), 0);
     CHECK_STR(ckpt_kind_name(CKPT_V_STORAGE), "storage");
     CHECK_STR(ckpt_kind_name(CKPT_V_NONE), "none");
     CHECK(ckpt_kind_name((ckpt_kind)99) != NULL);
