@@ -127,14 +127,14 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
     CK_TRY(ck_machine_copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
     size_t si = a[0]->u.handle;
     ck_storage *st = &f->storages[si];
-    ckpt_dtype dtype = st->pub.dtype;
+    ckpt_dtype dtype = (ckpt_dtype)a[0]->aux; /* the class this reference named */
     if (gid == CK_G_REBUILD_TENSOR_V3) {
         if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != CK_G_DTYPE)
             return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
         dtype = (ckpt_dtype)a[6]->aux;
         if (st->untyped && st->pub.dtype == CKPT_UINT8 && dtype != CKPT_UINT8)
             st->pub.dtype = dtype; /* report the first view's dtype */
-    } else if (st->untyped) {
+    } else if (a[0]->aux2) {
         return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
     }
     int64_t offset;

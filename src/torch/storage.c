@@ -119,6 +119,8 @@ ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err)
         return NULL;
     }
     v->u.handle = idx;
+    v->aux = (uint8_t)f->storages[idx].pub.dtype; /* this reference's class: */
+    v->aux2 = f->storages[idx].untyped;           /* the storage's unless told */
     return v;
 }
 
@@ -153,7 +155,17 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
                 (long long)p.numel, (unsigned long long)s->declared);
         return NULL;
     }
-    if (!p.view) return ck_storage_value(f, idx, err);
+    if (!p.view) {
+        /* torch 2.x writes one storage as ByteStorage for a uint8 tensor and
+         * as UntypedStorage for a bits8/float8/... view of it: each reference
+         * keeps its own class */
+        ckpt_value *v = ck_storage_value(f, idx, err);
+        if (v) {
+            v->aux = (uint8_t)dt;
+            v->aux2 = p.cls->aux2;
+        }
+        return v;
+    }
     /* legacy view: (view_key, offset, size) in elements of the root */
     ckpt_value *vm = p.view;
     int64_t voff, vsize;
