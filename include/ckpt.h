@@ -325,6 +325,12 @@ typedef struct ckpt_tensor {
     int64_t file_offset; /* byte offset in the file of element
                                 [storage_offset], or -1 (deflated storage) */
     int contiguous;      /* row-major contiguous: bytes are one run */
+    /* torch 2.x saves a conj()/neg view unresolved: the stored elements plus
+     * a conj or neg bit.  Reads return the resolved values, as torch.load
+     * then resolve_conj()/resolve_neg() gives them; file_offset is then -1
+     * (the stored bytes are not the tensor's). */
+    int conj; /* imaginary parts negated on read (complex dtypes) */
+    int neg;  /* elements negated on read */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);

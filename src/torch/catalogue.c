@@ -279,11 +279,13 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
     o->numel = t->numel;
     o->nbytes = t->numel * es;
     o->requires_grad = t->requires_grad;
+    o->conj = t->conj;
+    o->neg = t->neg;
     /* check_extent() bounded offset * es for a non-empty tensor; an empty
      * one may carry any offset, so it points at its storage's start */
-    o->file_offset = s->pub.file_offset < 0 ? -1
-                     : t->numel             ? s->pub.file_offset + t->offset * (int64_t)es
-                                            : s->pub.file_offset;
+    o->file_offset = s->pub.file_offset < 0 || t->conj || t->neg ? -1
+                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es
+                                : s->pub.file_offset;
     uint64_t expect = 1;
     o->contiguous = 1;
     for (uint32_t i = t->ndim; i-- > 0;) {
@@ -646,6 +648,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
     if (start % es == 0 && n % es == 0) {
         CK_TRY(gather(f, t, e0, e1, out, err));
         if (!is_native_order(f)) swap_units(out, n, ck_dtype_swap_unit(t->dtype));
+        ck_dtype_resolve(t->dtype, t->conj, t->neg, out, n);
         return 0;
     }
     size_t span = (size_t)((e1 - e0) * es);
@@ -656,6 +659,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
         return -1;
     }
     if (!is_native_order(f)) swap_units(tmp, span, ck_dtype_swap_unit(t->dtype));
+    ck_dtype_resolve(t->dtype, t->conj, t->neg, tmp, span);
     memcpy(out, tmp + (start - e0 * es), n);
     free(tmp);
     return 0;
@@ -687,6 +691,11 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
     if (!t->contiguous) {
         ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is not contiguous",
                 t->name ? t->name : "(unnamed)");
+        return NULL;
+    }
+    if (t->conj || t->neg) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is stored with torch's %s bit",
+                t->name ? t->name : "(unnamed)", t->conj ? "conj" : "neg");
         return NULL;
     }
     if (t->file_offset < 0) {

@@ -106,3 +106,54 @@ int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d)
         }
     return -1;
 }
+
+/* ---- conj and neg bits (torch 2.x saves such views unresolved) ------------ */
+
+static bool is_float(ckpt_dtype d)
+{
+    return d == CKPT_FLOAT64 || d == CKPT_FLOAT32 || d == CKPT_FLOAT16 || d == CKPT_BFLOAT16 ||
+           d == CKPT_COMPLEX32 || d == CKPT_COMPLEX64 || d == CKPT_COMPLEX128;
+}
+
+bool ck_dtype_negatable(ckpt_dtype d)
+{
+    /* what torch's neg has a CPU kernel for */
+    return is_float(d) || d == CKPT_INT64 || d == CKPT_INT32 || d == CKPT_INT16 || d == CKPT_INT8 ||
+           d == CKPT_UINT8;
+}
+
+/* Negate one native-order unit of `unit` bytes: IEEE sign flip or two's
+ * complement. */
+static void negate_unit(uint8_t *p, size_t unit, bool fp)
+{
+    if (unit == 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        x = fp ? x ^ 0x8000000000000000u : 0u - x;
+        memcpy(p, &x, 8);
+    } else if (unit == 4) {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        x = fp ? x ^ 0x80000000u : 0u - x;
+        memcpy(p, &x, 4);
+    } else if (unit == 2) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        x = (uint16_t)(fp ? x ^ 0x8000u : 0u - x);
+        memcpy(p, &x, 2);
+    } else if (unit == 1) {
+        *p = (uint8_t)(0u - *p);
+    }
+}
+
+void ck_dtype_resolve(ckpt_dtype d, bool conj, bool neg, uint8_t *p, size_t n)
+{
+    size_t unit = ck_dtype_swap_unit(d), size = ck_dtype_size(d);
+    bool fp = is_float(d);
+    if (!unit || !size || (!conj && !neg)) return;
+    for (size_t i = 0; i + size <= n; i += size)
+        for (size_t j = 0; j < size; j += unit)
+            /* conj negates the imaginary part (the second unit), neg both;
+             * both: the real part only */
+            if (neg != (conj && j > 0)) negate_unit(p + i + j, unit, fp);
+}

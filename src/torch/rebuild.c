@@ -153,6 +153,21 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
         ck_as_int(a[4], &rg);
         t->requires_grad = rg != 0;
     }
+    /* torch 2.x: metadata {"conj": True, "neg": True} after the hooks (v2)
+     * or the dtype (v3), for a conj()/neg view saved unresolved */
+    size_t mi = gid == CK_G_REBUILD_TENSOR_V2 ? 6 : gid == CK_G_REBUILD_TENSOR_V3 ? 7 : n;
+    if (mi < n && a[mi]->kind == CKPT_V_DICT) {
+        int64_t conj = 0, neg = 0;
+        const ckpt_value *c = ck_dict_get(a[mi], "conj"), *ng = ck_dict_get(a[mi], "neg");
+        if ((c && !ck_as_int(c, &conj)) || (ng && !ck_as_int(ng, &neg)))
+            return PFAIL("tensor metadata conj/neg is not a bool");
+        if (conj && dtype != CKPT_COMPLEX32 && dtype != CKPT_COMPLEX64 && dtype != CKPT_COMPLEX128)
+            return PFAIL("conj bit on a tensor of dtype %s", ck_dtype_name(dtype));
+        if (neg && !ck_dtype_negatable(dtype))
+            return PFAIL("neg bit on a tensor of dtype %s", ck_dtype_name(dtype));
+        t->conj = conj != 0;
+        t->neg = neg != 0;
+    }
     if (!(*out = tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
     return 0;
 }

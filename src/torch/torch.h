@@ -37,6 +37,10 @@ size_t ck_dtype_swap_unit(ckpt_dtype d);
 /* torch.<name> (float32, half, ...) and torch.<Name>Storage: 0 and *d, or -1. */
 int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d);
 int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d);
+/* torch's neg works on it (floats, complex, signed ints, uint8). */
+bool ck_dtype_negatable(ckpt_dtype d);
+/* Apply a conj and/or neg bit to n bytes of whole native-order elements. */
+void ck_dtype_resolve(ckpt_dtype d, bool conj, bool neg, uint8_t *p, size_t n);
 
 /* A tensor as the pickle (or a TAR record) rebuilt it, before naming. */
 typedef struct ck_tdef {
@@ -47,6 +51,7 @@ typedef struct ck_tdef {
     int64_t offset;
     uint64_t numel;
     bool requires_grad;
+    bool conj, neg;     /* torch 2.x metadata {"conj": True} / {"neg": True} */
     int64_t offset_pos; /* file offset of the REDUCE, for errors */
     size_t listed;      /* index+1 of the first listed ckpt_tensor, 0 none */
     ckpt_tensor *desc;  /* a tensor not listed: its nameless descriptor,
