@@ -44,6 +44,7 @@ static const char usage[] =
     "    (a.astype('<u4') << 16).view('<f4'));\n"
     "  float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,\n"
     "    float8_e8m0fnu -> |u1: the raw bits;\n"
+    "  bits8, bits1x8, bits2x4, bits4x2 -> |u1, bits16 -> <u2: the raw bits;\n"
     "  complex32 -> <f2 with a trailing dimension of 2 (real, imaginary).\n"
     "\n"
     "Options:\n"

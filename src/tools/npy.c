@@ -38,6 +38,11 @@ static const struct {
     {CKPT_UINT16, "<u2", 0, "uint16 -> <u2"},
     {CKPT_UINT32, "<u4", 0, "uint32 -> <u4"},
     {CKPT_UINT64, "<u8", 0, "uint64 -> <u8"},
+    {CKPT_BITS8, "|u1", 0, "bits8 -> |u1, the raw bits"},
+    {CKPT_BITS16, "<u2", 0, "bits16 -> <u2, the raw bits"},
+    {CKPT_BITS1X8, "|u1", 0, "bits1x8 -> |u1, the raw bits"},
+    {CKPT_BITS2X4, "|u1", 0, "bits2x4 -> |u1, the raw bits"},
+    {CKPT_BITS4X2, "|u1", 0, "bits4x2 -> |u1, the raw bits"},
 };
 
 #define NTYPES (sizeof npy_types / sizeof npy_types[0])
