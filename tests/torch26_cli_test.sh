@@ -1,5 +1,5 @@
 #!/bin/sh
-# info, verify, show --json and extract -d on the files PyTorch 2.6 wrote
+# info, verify, show --json, extract -d and convert on the files PyTorch 2.6 wrote
 # (tests/fixtures/torch26/, made by tests/gen_torch26.py), against torch
 # 2.6's recorded answers (*.expected.json).  Needs python3 (stdlib only).
 #
@@ -114,6 +114,29 @@ elif what == "extract":
             die("%s header %r, want %s %s" % (path, head, want_d, shape))
         if hashlib.sha256(data).hexdigest() != t["sha256"]:
             die("%s bytes differ from torch's (%r)" % (path, t["name"]))
+elif what == "convert":
+    # every tensor convert wrote (it leaves out dtypes safetensors lacks)
+    import struct
+    raw = open(out, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    byname = {(t["name"] if exp["key"] is None else t["name"]): t for t in ts}
+    written = [k for k in head if k != "__metadata__"]
+    # the dtypes safetensors has must all be there
+    has = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+           "uint8", "bool", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"}
+    missing = [t["name"] for t in ts if t["dtype"] in has and t["name"] not in head]
+    if missing:
+        die("convert left out %r" % missing[:5])
+    for k in written:
+        t = byname.get(k)
+        if t is None:
+            die("convert wrote %r, which torch does not list" % k)
+        a, b = head[k]["data_offsets"]
+        if head[k]["shape"] != t["shape"] or \
+                hashlib.sha256(data[a:b]).hexdigest() != t["sha256"]:
+            die("convert %r: shape %s or bytes differ from torch's" % (k, head[k]["shape"]))
 else:
     die("unknown check " + what)
 EOF
@@ -153,6 +176,13 @@ for exp in "$DIR"/*.expected.json; do
         check "extract -d $b" extract "$f" "$d"
     else
         notok "extract -d $b" "exit $?: $(head -c 300 "$TMP/err")"
+    fi
+
+    if "$CKPT" convert --skip-unsupported ${key:+--key "$key"} "$f" "$d.safetensors" \
+        >/dev/null 2>"$TMP/err"; then
+        check "convert $b" convert "$f" "$d.safetensors"
+    else
+        notok "convert $b" "exit $?: $(head -c 300 "$TMP/err")"
     fi
 done
 [ "$n" -gt 0 ] && ok "$n fixtures found" || notok "no fixtures in $DIR"
