@@ -13,3 +13,8 @@ if(CKPT_PYTHON3)
            $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/torch26)
   set_tests_properties(torch26.cli PROPERTIES TIMEOUT 600)
 endif()
+
+# The same files truncated and bit-flipped: clean results or clean errors
+# (the conj/neg metadata and v3 paths under damage).
+add_test(NAME torch26.mutate COMMAND test_mutate ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/torch26)
+set_tests_properties(torch26.mutate PROPERTIES TIMEOUT 600)
