@@ -56,17 +56,11 @@ def storage_bytes(t):
 
 def tensor_bytes(t):
     """Row-major element bytes, from the storage and the strides."""
-    t = t.detach()
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
+    t = t.detach().resolve_conj().resolve_neg()
     b = G.strided_gather(storage_bytes(t), t.element_size(), list(t.shape), list(t.stride()),
                          t.storage_offset())
-    if "bits" not in str(t.dtype):
-        flat = torch.empty(t.numel(), dtype=t.dtype)
-        flat.copy_(t.reshape(-1))
-        assert flat.view(torch.uint8).numpy().tobytes() == b, t.dtype
+    if "bits" not in str(t.dtype):  # torch can copy it: both ways must agree
+        assert G.tensor_bytes(t) == b, t.dtype
     return b
 
 
@@ -272,17 +266,6 @@ def obj_params():
     }
 
 
-class TinyNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(4, 8)
-        self.bn = nn.BatchNorm1d(8)
-        self.fc2 = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.bn(self.fc1(x))))
-
-
 class Net(nn.Module):
     """Full-model save (pickled as __main__.Net)."""
 
@@ -307,7 +290,7 @@ class Net(nn.Module):
 
 def trained(opt_cls, **kw):
     seed(6)
-    model = TinyNet()
+    model = G.TinyNet()
     opt = opt_cls(model.parameters(), **kw)
     for _ in range(2):
         opt.zero_grad()
