@@ -18,3 +18,12 @@ endif()
 # (the conj/neg metadata and v3 paths under damage).
 add_test(NAME torch26.mutate COMMAND test_mutate ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/torch26)
 set_tests_properties(torch26.mutate PROPERTIES TIMEOUT 600)
+
+# conj/neg views through the public API: flags, ranged reads from every
+# byte offset, zero-copy refused.
+add_executable(torch26_read_test torch26_read_test.c)
+target_compile_definitions(torch26_read_test PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
+target_compile_options(torch26_read_test PRIVATE ${CKPT_WARNINGS})
+target_link_libraries(torch26_read_test PRIVATE ckpt_static)
+add_test(NAME torch26.read COMMAND torch26_read_test
+         ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/torch26/views_zip.pt)
