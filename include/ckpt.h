@@ -358,7 +358,8 @@ CKPT_API int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, ui
                                     void *buf, size_t n, ckpt_error *err);
 
 /* Zero copy: when the file was opened with use_mmap (or from memory), and the
- * tensor is contiguous, stored uncompressed and in native byte order, return a
+ * tensor is contiguous, stored uncompressed, in native byte order and without
+ * a conj or neg bit (ckpt_tensor.conj/.neg), return a
  * pointer to its first byte inside the mapping.  It stays valid until
  * ckpt_close(); it must not be written to.  torch.save's ZIP files align
  * every storage to 64 bytes; legacy and TAR files do not, so the pointer may
