@@ -275,6 +275,72 @@ static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size
     return 0;
 }
 
+/* A whole record into a malloc'd buffer charged to the arena (at most
+ * max_pickle_bytes): 0, or -1 with err. */
+static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t *len,
+                        ckpt_error *err)
+{
+    if (z->size > f->opt.max_pickle_bytes)
+        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+                       "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)", z->name,
+                       (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
+    if (ck_mem_charge(&f->arena, z->size))
+        return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+    char *buf = malloc(z->size ? (size_t)z->size : 1);
+    int r = !buf ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
+            : z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
+                             : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+    if (r) {
+        free(buf);
+        ck_mem_release(&f->arena, z->size);
+        return -1;
+    }
+    *text = buf;
+    *len = (size_t)z->size;
+    return 0;
+}
+
+/* TorchScript: the code/ record of a class module, for script.c. */
+static int script_code(ckpt_file *f, void *ud, const char *module, size_t n, char **text,
+                       size_t *len, ckpt_error *err)
+{
+    (void)ud;
+    char name[512];
+    if (n + 9 > sizeof name) return 1;
+    memcpy(name, "code/", 5);
+    for (size_t i = 0; i < n; i++) name[5 + i] = module[i] == '.' ? '/' : module[i];
+    memcpy(name + 5 + n, ".py", 4);
+    const ck_zip_entry *z = record(f, name);
+    if (!z) return 1;
+    return whole_record(f, z, text, len, err);
+}
+
+/* TorchScript's _extra_files (records under extra/): f->extra, a DICT of
+ * name -> BYTES, or NULL when there are none. */
+static int extra_files(ckpt_file *f, ckpt_error *err)
+{
+    size_t rn = strlen(f->root_name);
+    for (size_t i = 0; i < ZI(f)->zip.n; i++) {
+        const ck_zip_entry *z = &ZI(f)->zip.e[i];
+        size_t rest;
+        const char *r = strip_root(z->name, z->name_len, f->root_name, rn, &rest);
+        if (!r || rest <= 6 || memcmp(r, "extra/", 6) != 0) continue;
+        if (!f->extra && !(f->extra = ck_new(&f->pk, CKPT_V_DICT)))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        ckpt_value *k = ck_new_str(&f->pk, CKPT_V_STR, r + 6, rest - 6), *v;
+        char *text;
+        size_t len;
+        if (!k) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        CK_TRY(whole_record(f, z, &text, &len, err));
+        v = ck_new_str(&f->pk, CKPT_V_BYTES, text, len);
+        free(text);
+        ck_mem_release(&f->arena, len);
+        if (!v || ck_seq_push(&f->pk, f->extra, k) || ck_seq_push(&f->pk, f->extra, v))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
+
 static int zip_open(ckpt_file *f, ckpt_error *err);
 
 /* When a ZIP fails to open, damage is the likeliest cause: if a record the
@@ -341,12 +407,15 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
                            "byteorder record says '%.*s'", (int)(n > 20 ? 20 : n), buf);
     }
     if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
-        /* Weights are later work; the pickles are run so that show and scan
-         * see the module graph and every global it names. */
+        /* data.pkl is the module graph, constants.pkl a tuple of the code's
+         * constants (storages under constants/); script.c names the weights
+         * from the class definitions under code/ */
         const ck_zip_entry *consts = record(f, "constants.pkl");
         CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
-        ckpt_value *cv;
-        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err));
+        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &f->constants,
+                          err));
+        if (!f->opt.skip_tensors) CK_TRY(ck_script_names(f, script_code, NULL, err));
+        CK_TRY(extra_files(f, err));
         const ck_zip_entry *done[2] = {pkl, consts};
         return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
