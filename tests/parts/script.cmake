@@ -1,0 +1,13 @@
+# TorchScript (torch.jit.save 1.x/2.x, lite .ptl) and torch.export .pt2
+# archives, against the answers of the torch that wrote them
+# (tests/gen_script.py), and a differential test against torch.jit.load.
+if(CKPT_PYTHON3)
+  add_test(NAME script.fixtures COMMAND ${CKPT_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_fixtures.py
+           $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/script)
+  set_tests_properties(script.fixtures PROPERTIES TIMEOUT 300)
+endif()
+if(EXISTS /usr/bin/python3 AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/difftest_script.py)
+  add_test(NAME script.difftest COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/difftest_script.py
+           $<TARGET_FILE:ckpt>)
+  set_tests_properties(script.difftest PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
