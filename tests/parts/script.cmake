@@ -11,3 +11,7 @@ if(EXISTS /usr/bin/python3 AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/difftest_scrip
            $<TARGET_FILE:ckpt>)
   set_tests_properties(script.difftest PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
+# The TorchScript and .pt2 fixtures truncated and bit-flipped (test_mutate
+# of tests/CMakeLists.txt): the code/ parser and the nested archives.
+add_test(NAME script.mutate COMMAND test_mutate ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/script)
+set_tests_properties(script.mutate PROPERTIES TIMEOUT 600)
