@@ -301,7 +301,7 @@ static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t
     if (ck_mem_charge(&f->arena, z->size))
         return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
     char *buf = malloc(z->size ? (size_t)z->size : 1);
-    int r = !buf ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
+    int r = !buf             ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
             : z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
                              : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
     if (r) {
@@ -372,12 +372,16 @@ typedef struct pt2_sub {
     uint64_t base; /* file offset of the nested archive's first byte */
     ck_source src; /* a window on the parent */
     ck_zip zip;
-    ck_map names;  /* records by the rest of their name below the root folder */
+    ck_map names;    /* records by the rest of their name below the root folder */
     size_t *storage; /* per record: storage index + 1 */
     const char *label;
 } pt2_sub;
 
-static const char *const pt2_parts[] = {"serialized_state_dict.pt", "serialized_constants.pt"};
+/* the nested archives: the tensors of the first two are listed; a scan
+ * (scan_all_pickles) also runs the example inputs' pickle */
+#define PT2_NSUB 3
+static const char *const pt2_parts[PT2_NSUB] = {
+    "serialized_state_dict.pt", "serialized_constants.pt", "serialized_example_inputs.pt"};
 
 static int window_read(void *opaque, uint64_t off, void *buf, size_t n)
 {
@@ -428,14 +432,16 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
     /* the constants' storage keys are told apart from the state dict's */
     char pkey[112];
-    int pn = w == ZI(f)->sub ? snprintf(pkey, sizeof pkey, "%.*s", (int)klen, key)
-                             : snprintf(pkey, sizeof pkey, "constants/%.*s", (int)klen, key);
+    int pn = w == ZI(f)->sub
+                 ? snprintf(pkey, sizeof pkey, "%.*s", (int)klen, key)
+                 : snprintf(pkey, sizeof pkey, "%s/%.*s",
+                            w == ZI(f)->sub + 1 ? "constants" : "example_inputs", (int)klen, key);
     CK_TRY(ck_storage_new(f, pkey, pn > 0 ? (size_t)pn : 0, idx, err));
     w->storage[zi] = *idx + 1;
     ck_storage *s = &f->storages[*idx];
     s->data_off = w->base + z->data_off;
     s->packed = false;
-    s->rec = zi * 2 + (size_t)(w - ZI(f)->sub); /* record and which nested archive */
+    s->rec = zi * PT2_NSUB + (size_t)(w - ZI(f)->sub); /* record and which nested archive */
     s->pub.file_offset = (int64_t)s->data_off;
     s->resolved = true;
     return 0;
@@ -502,9 +508,9 @@ static int pt2_open(ckpt_file *f, ckpt_error *err)
         if (!(f->version = ck_strndup(&f->arena, buf, strcspn(buf, "\r\n"))))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
-    if (!(ZI(f)->sub = calloc(2, sizeof *ZI(f)->sub)))
+    if (!(ZI(f)->sub = calloc(PT2_NSUB, sizeof *ZI(f)->sub)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    ZI(f)->nsub = 2;
+    ZI(f)->nsub = PT2_NSUB;
     ckpt_value *root = ck_new(&f->pk, CKPT_V_DICT), *names = ck_new(&f->pk, CKPT_V_DICT);
     if (!root || !names) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     static const char *const keys[] = {"state_dict", "constants"};
@@ -531,6 +537,15 @@ static int pt2_open(ckpt_file *f, ckpt_error *err)
     }
     f->root = root;
     f->names_root = names;
+    const ck_zip_entry *ex = top_record(f, pt2_parts[2]);
+    if (f->opt.scan_all_pickles && ex) { /* values dropped; a failure is a note */
+        ckpt_value *v;
+        ckpt_error e;
+        if (pt2_part(f, &ZI(f)->sub[2], ex, &v, &e) != 0 &&
+            ck_note(&f->pk, "%s does not parse: %s (byte %lld)", pt2_parts[2], e.message,
+                    (long long)e.offset))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
     return 0;
 }
 
@@ -646,8 +661,8 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
     (void)err;
     const ck_zip_entry *z = &ZI(f)->zip.e[s->rec];
     if (ZI(f)->nsub) { /* .pt2: a record of a nested archive, offsets made absolute */
-        const pt2_sub *w = &ZI(f)->sub[s->rec % 2];
-        z = &w->zip.e[s->rec / 2];
+        const pt2_sub *w = &ZI(f)->sub[s->rec % PT2_NSUB];
+        z = &w->zip.e[s->rec / PT2_NSUB];
         rec->name = z->name;
         rec->method = z->method;
         rec->has_crc = z->crc != 0;

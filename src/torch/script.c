@@ -32,9 +32,9 @@ typedef struct script {
     ckpt_error *err;
     ck_code_fn code;
     void *ud;
-    ck_map classes; /* "module.Name" -> CLS_* */
-    ck_map attrs;   /* "module.Name\1attr" -> ATTR_* */
-    ck_map files;   /* modules whose code was asked for */
+    ck_map classes;    /* "module.Name" -> CLS_* */
+    ck_map attrs;      /* "module.Name\1attr" -> ATTR_* */
+    ck_map files;      /* modules whose code was asked for */
     ckpt_value **memo; /* per original value id: its module tree */
     uint32_t nmemo;
     char *key;
@@ -195,8 +195,9 @@ static int class_kind(script *s, const ckpt_value *g, int *kind)
     /* no definition: every tensor attribute is listed */
     if (!s->noted) {
         s->noted = true;
-        if (ck_note(&s->f->pk, "TorchScript class %.100s.%.100s has no code record: its tensor "
-                               "attributes are all listed",
+        if (ck_note(&s->f->pk,
+                    "TorchScript class %.100s.%.100s has no code record: its tensor "
+                    "attributes are all listed",
                     mod, nm))
             return oom(s);
     }
