@@ -14,6 +14,9 @@
  *   - TorchScript    torch.jit.save archives (1.x, 2.x, lite .ptl): the tensors
  *                    are torch.jit.load(f).state_dict(), named from the
  *                    module graph and the class definitions under code/
+ *   - torch.export   .pt2 archives of torch.export.save (PyTorch 2.6): the
+ *                    tensors are ep.state_dict, then ep.constants, read in
+ *                    place from the torch.save archives nested in it
  *
  * Conventions
  *   - Every function that can fail takes a `ckpt_error *err` out-parameter,

@@ -290,6 +290,9 @@ int ck_script_names(ckpt_file *f, ck_code_fn code, void *ud, ckpt_error *err)
     if (!g) return 0; /* not a module graph: named as any pickle */
     script s = {.f = f, .err = err, .code = code, .ud = ud};
     s.nmemo = f->pk.next_id;
+    uint64_t memo_bytes = (uint64_t)(s.nmemo ? s.nmemo : 1) * sizeof *s.memo;
+    if (ck_mem_charge(&f->arena, memo_bytes))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     s.memo = calloc(s.nmemo ? s.nmemo : 1, sizeof *s.memo);
     s.s_params = ck_new_str(&f->pk, CKPT_V_STR, "_parameters", 11);
     s.s_buffers = ck_new_str(&f->pk, CKPT_V_STR, "_buffers", 8);
@@ -301,6 +304,7 @@ int ck_script_names(ckpt_file *f, ck_code_fn code, void *ud, ckpt_error *err)
         r = convert(&s, f->root, g, 0, &f->names_root);
     if (r) f->names_root = NULL;
     free(s.memo);
+    ck_mem_release(&f->arena, memo_bytes);
     free(s.key);
     ck_map_free(&s.classes);
     ck_map_free(&s.attrs);
