@@ -112,6 +112,32 @@ def script_answer(path, values=None):
     write_expected(path, "torchscript", list(sd.items()), values)
 
 
+def write_constants(path):
+    """NAME.constants.txt: the tensors of constants.pkl as torch reads them
+    (the constants table of the loaded module's code), one line each:
+    dtype, shape, hex of the row-major bytes; checked by tests/script/."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        root = z.namelist()[0].split("/")[0]
+        raw = z.read(root + "/constants.pkl")
+    loaded = torch.jit.load(path)
+    # torch.jit.load's constants table: the module's code says CONSTANTS.cN
+    tensors = []
+    i = 0
+    while True:
+        try:
+            t = getattr(loaded.code_with_constants[1], "c%d" % i)
+        except (AttributeError, KeyError):
+            break
+        tensors.append(t)
+        i += 1
+    assert raw and tensors
+    with open(path + ".constants.txt", "w") as f:
+        for t in tensors:
+            f.write("%s %s %s\n" % (str(t.dtype).replace("torch.", ""),
+                                    ",".join(str(n) for n in t.shape), tensor_bytes(t).hex()))
+
+
 # ---- models ----------------------------------------------------------------
 
 class Block(nn.Module):
@@ -214,6 +240,7 @@ def gen_script(outdir):
     path = os.path.join(outdir, "consts%s.pt" % TAG)
     torch.jit.save(torch.jit.trace(Consts().eval(), torch.randn(2, 3)), path)
     script_answer(path)
+    write_constants(path)
     path = os.path.join(outdir, "dtypes%s.pt" % TAG)
     torch.jit.save(torch.jit.script(Dtypes()), path)
     script_answer(path)

@@ -15,3 +15,10 @@ endif()
 # of tests/CMakeLists.txt): the code/ parser and the nested archives.
 add_test(NAME script.mutate COMMAND test_mutate ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/script)
 set_tests_properties(script.mutate PROPERTIES TIMEOUT 600)
+# constants.pkl and _extra_files as values (ckpt_part) against torch's answers.
+add_executable(test_script_constants script/test_constants.c)
+target_link_libraries(test_script_constants PRIVATE ckpt_internal)
+target_include_directories(test_script_constants PRIVATE ${PROJECT_SOURCE_DIR}/include)
+set(SCRIPT_FX ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/script)
+add_test(NAME script.constants COMMAND test_script_constants ${SCRIPT_FX}/consts_t1.pt
+         ${SCRIPT_FX}/consts_t2.pt ${SCRIPT_FX}/model_t1.pt ${SCRIPT_FX}/model_t2.pt)
