@@ -261,7 +261,39 @@ class Exported(nn.Module):
         return self.bn(self.lin(x)) + self.np + self.const.sum()
 
 
+class Tied(nn.Module):
+    """Tied embedding and head, a half-precision buffer, a transposed
+    parameter, a tensor constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(7, 4)
+        self.head = nn.Linear(4, 7, bias=False)
+        self.head.weight = self.emb.weight
+        self.register_buffer("h", torch.arange(6.0).reshape(2, 3).half())
+        self.pt = nn.Parameter(torch.randn(3, 4).t())
+        self.k = torch.tensor([0.5, 1.5])
+
+    def forward(self, ids):
+        return self.head(self.emb(ids)) + self.h.float().sum() + self.pt.sum() + self.k.sum()
+
+
+def export_one(path, model, args):
+    ep = torch.export.export(model.eval(), args)
+    torch.export.save(ep, path)
+    ep2 = torch.export.load(path)
+    items = list(ep2.state_dict.items()) + [
+        (k, v) for k, v in ep2.constants.items() if isinstance(v, torch.Tensor)]
+    write_expected(path, "pt2", items)
+
+
 def gen_export(outdir):
+    torch.manual_seed(13)
+    export_one(os.path.join(outdir, "export_tied%s.pt2" % TAG), Tied(),
+               (torch.tensor([[1, 2, 3]]),))
+
+
+def gen_export_first(outdir):
     torch.manual_seed(12)
     ep = torch.export.export(Exported().eval(), (torch.randn(4, 3),))
     path = os.path.join(outdir, "export%s.pt2" % TAG)
@@ -277,6 +309,7 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     gen_script(outdir)
     if MAJOR >= 2:
+        gen_export_first(outdir)
         gen_export(outdir)
 
 
