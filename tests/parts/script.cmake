@@ -22,3 +22,9 @@ target_include_directories(test_script_constants PRIVATE ${PROJECT_SOURCE_DIR}/i
 set(SCRIPT_FX ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/script)
 add_test(NAME script.constants COMMAND test_script_constants ${SCRIPT_FX}/consts_t1.pt
          ${SCRIPT_FX}/consts_t2.pt ${SCRIPT_FX}/model_t1.pt ${SCRIPT_FX}/model_t2.pt)
+# Hostile TorchScript and .pt2 archives crafted byte by byte.
+if(CKPT_PYTHON3)
+  add_test(NAME script.hostile COMMAND ${CKPT_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/script/test_hostile.py
+           $<TARGET_FILE:ckpt>)
+  set_tests_properties(script.hostile PROPERTIES TIMEOUT 300)
+endif()
