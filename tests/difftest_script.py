@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Differential test of TorchScript archives against torch.jit.load on fresh
-files: random module trees (Linear, Conv, norms, Embedding, LSTM, nested
-ModuleList/ModuleDict, parameters shared between submodules, buffers
+files: random module trees (Linear, Conv, norms, Embedding, LSTM, ParameterList,
+Sequential, nested ModuleList/ModuleDict, parameters shared between submodules, buffers
 persistent or not, dtypes, transposed parameters), scripted or traced,
 saved with torch.jit.save (and the lite interpreter's .ptl); each file's
 answer is torch.jit.load(f).state_dict(), checked by tests/test_fixtures.py
@@ -33,7 +33,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 
 
 def leaf(rng):
-    k = rng.randrange(7)
+    k = rng.randrange(9)
     d = rng.randint(1, 5)
     if k == 0:
         return nn.Linear(d, rng.randint(1, 5), bias=rng.random() < 0.7)
@@ -47,6 +47,11 @@ def leaf(rng):
         return nn.Embedding(rng.randint(2, 6), d)
     if k == 5:
         return nn.LSTM(d, rng.randint(1, 3), num_layers=rng.randint(1, 2))
+    if k == 6:
+        return nn.ParameterList([nn.Parameter(torch.randn(rng.randint(1, 3)))
+                                 for _ in range(rng.randint(0, 3))])
+    if k == 7:
+        return nn.Sequential(nn.Linear(d, d), nn.Sequential(nn.LayerNorm(d)))
     return nn.ReLU()
 
 
@@ -109,9 +114,12 @@ def main():
             share(rng, m)
             m.eval()
             try:
-                sm = torch.jit.script(m)
+                if rng.random() < 0.3:
+                    sm = torch.jit.trace(m, torch.randn(2))
+                else:
+                    sm = torch.jit.script(m)
             except Exception as e:  # a random tree TorchScript refuses
-                print("# round %d: not scriptable (%s)" % (i, str(e).splitlines()[0][:80]))
+                print("# round %d: not scriptable or traceable (%s)" % (i, str(e).splitlines()[0][:80]))
                 continue
             path = os.path.join(d, "r%03d.pt" % i)
             extra = {"round.txt": str(i)} if rng.random() < 0.5 else {}
