@@ -143,5 +143,32 @@ with tempfile.TemporaryDirectory() as d:
         rc, names, err = ls(p)
         check(one_line_error(rc, err), ".pt2 with %s: one error line" % what, "%r %s" % (rc, err))
 
+    # 7. .pt2 whose nested archive holds a record with a wrong CRC (the outer
+    #    record's own CRC is right): verify checks the nested records too
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        z.writestr("archive/version", b"3\n")
+    inner = bytearray(buf.getvalue())
+    crc = struct.pack("<I", zipfile.crc32(b"\x80\x02}q\x00.") ^ 0x55)
+    lh = inner.find(b"PK\x03\x04")
+    cd = inner.find(b"PK\x01\x02")
+    inner[lh + 14:lh + 18] = crc
+    inner[cd + 16:cd + 20] = crc
+    p = os.path.join(d, "crc.pt2")
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("serialized_exported_program.json", b"{}")
+        z.writestr("serialized_state_dict.pt", bytes(inner))
+        z.writestr("version", b"8.2")
+    rc, names, err = ls(p)
+    check(rc == 0 and names == [], ".pt2 with an empty state dict lists nothing",
+          "%r %r %s" % (rc, names, err))
+    v = subprocess.run([CKPT, "verify", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    verr = v.stderr.decode("utf-8", "replace")
+    check(v.returncode == 1 and "crc mismatch" in verr and "serialized_state_dict.pt" in verr,
+          ".pt2 verify: a nested record's bad CRC is found", "%r %s" % (v.returncode, verr))
+
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
