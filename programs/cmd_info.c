@@ -37,7 +37,7 @@ static const char usage[] =
     "module tree: the dotted prefixes of the tensor names, indented, with\n"
     "the parameters under each, like a model summary.  When a tensor layout\n"
     "is not read (sparse, quantized, ...) the keys are still described.\n"
-    "A TorchScript archive also names its extra files (_extra_files).\n"
+    "The text also names a TorchScript archive's extra files (_extra_files).\n"
     "At most 40 keys are shown unless --all is given.  Text from the file\n"
     "is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
     "Several files: each under a '==> FILE <==' header; with --json one\n"
