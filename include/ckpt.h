@@ -452,7 +452,8 @@ CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v, int ind
  *   "constants"  TorchScript: the tuple of constants.pkl, the tensors and
  *                values its code uses (tensors readable through
  *                ckpt_value_tensor(), not listed: state_dict() has none)
- *   "extra"      TorchScript: its _extra_files, a DICT of name -> BYTES */
+ *   "extra"      TorchScript: its _extra_files, a DICT of name -> BYTES
+ *                (None for one larger than max_pickle_bytes, with a note) */
 CKPT_API const ckpt_value *ckpt_part(const ckpt_file *f, const char *name);
 
 /* ------------------------------------------------------------------------ */

@@ -299,7 +299,10 @@ static int print_text(report *r)
         (void)ckpt_value_text(ckpt_value_item(extra, i), &len);
         fputs(i ? ", " : "extra files: ", stdout);
         put_clean(name ? name : "");
-        printf(" (%s bytes)", cli_grouped(len, g1, sizeof g1));
+        if (ckpt_value_kind(ckpt_value_item(extra, i)) == CKPT_V_NONE)
+            fputs(" (not read: too large)", stdout);
+        else
+            printf(" (%s bytes)", cli_grouped(len, g1, sizeof g1));
         if (i + 1 == ckpt_value_len(extra)) putchar('\n');
     }
 

@@ -345,10 +345,17 @@ static int extra_files(ckpt_file *f, ckpt_error *err)
         char *text;
         size_t len;
         if (!k) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        CK_TRY(whole_record(f, z, &text, &len, err));
-        v = ck_new_str(&f->pk, CKPT_V_BYTES, text, len);
-        free(text);
-        ck_mem_release(&f->arena, len);
+        if (z->size > f->opt.max_pickle_bytes) { /* kept out, not fatal: None */
+            if (!(v = ck_new(&f->pk, CKPT_V_NONE)) ||
+                ck_note(&f->pk, "extra file '%.100s' of %llu bytes not read (max_pickle_bytes)",
+                        r + 6, (unsigned long long)z->size))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        } else {
+            CK_TRY(whole_record(f, z, &text, &len, err));
+            v = ck_new_str(&f->pk, CKPT_V_BYTES, text, len);
+            free(text);
+            ck_mem_release(&f->arena, len);
+        }
         if (!v || ck_seq_push(&f->pk, f->extra, k) || ck_seq_push(&f->pk, f->extra, v))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }

@@ -90,6 +90,17 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 0 and names == ["w"], "a module that contains itself lists its weight once",
           "%r %r %s" % (rc, names, err))
 
+    # 1b. an extra file past max_pickle_bytes: the archive still opens
+    with zipfile.ZipFile(p, "a", zipfile.ZIP_STORED) as z:
+        z.writestr("m/extra/big.bin", b"x" * 5000)
+        z.writestr("m/extra/small.txt", b"hi")
+    i = subprocess.run([CKPT, "info", "--max-pickle-size", "4000", p], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    out = i.stdout.decode("utf-8", "replace")
+    check(i.returncode == 0 and "extra files: big.bin (not read: too large), small.txt (2 bytes)"
+          in out, "an extra file past --max-pickle-size is named, not read",
+          "%r %s %s" % (i.returncode, out, i.stderr))
+
     # 2. sharing that doubles the names at every level: 60 levels
     inner = module("M", [("w", tensor("0"))]) + b"q\x00"
     for i in range(60):  # M(a=<previous, memo 0>, b=<memo 0 again>), put at memo 0
