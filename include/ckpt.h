@@ -11,7 +11,12 @@
  *   - legacy stream  PyTorch 0.1.10 .. 1.5 (_use_new_zipfile_serialization=False)
  *   - TAR            before PyTorch 0.1.10
  *   - plain pickle   read as values, no tensors
- *   - TorchScript    recognised and reported (its weights are not read yet)
+ *   - TorchScript    torch.jit.save archives (1.x, 2.x, lite .ptl): the tensors
+ *                    are torch.jit.load(f).state_dict(), named from the
+ *                    module graph and the class definitions under code/
+ *   - torch.export   .pt2 archives of torch.export.save (PyTorch 2.6): the
+ *                    tensors are ep.state_dict, then ep.constants, read in
+ *                    place from the torch.save archives nested in it
  *
  * Conventions
  *   - Every function that can fail takes a `ckpt_error *err` out-parameter,
@@ -448,6 +453,15 @@ CKPT_API size_t ckpt_float_repr(double x, char *out);
 CKPT_API int ckpt_value_to_json(const ckpt_file *f, const ckpt_value *v, int indent,
                                 int (*write)(void *ctx, const char *s, size_t n), void *ctx,
                                 ckpt_error *err);
+
+/* Parts of an archive beside its root object, as values (NULL when the
+ * file has none):
+ *   "constants"  TorchScript: the tuple of constants.pkl, the tensors and
+ *                values its code uses (tensors readable through
+ *                ckpt_value_tensor(), not listed: state_dict() has none)
+ *   "extra"      TorchScript: its _extra_files, a DICT of name -> BYTES
+ *                (None for one larger than max_pickle_bytes, with a note) */
+CKPT_API const ckpt_value *ckpt_part(const ckpt_file *f, const char *name);
 
 /* ------------------------------------------------------------------------ */
 /* Globals: every class/function the file's pickles reference (for scanners) */

@@ -37,6 +37,7 @@ static const char usage[] =
     "module tree: the dotted prefixes of the tensor names, indented, with\n"
     "the parameters under each, like a model summary.  When a tensor layout\n"
     "is not read (sparse, quantized, ...) the keys are still described.\n"
+    "The text also names a TorchScript archive's extra files (_extra_files).\n"
     "At most 40 keys are shown unless --all is given.  Text from the file\n"
     "is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
     "Several files: each under a '==> FILE <==' header; with --json one\n"
@@ -291,8 +292,19 @@ static int print_text(report *r)
         put_clean(r->skipped);
         putchar('\n');
     }
-    if (r->info.format == CKPT_FORMAT_TORCHSCRIPT)
-        fputs("note:        the weights of a TorchScript archive are not read\n", stdout);
+    const ckpt_value *extra = r->key ? NULL : ckpt_part(r->f, "extra");
+    for (i = 0; extra && i < ckpt_value_len(extra); i++) { /* TorchScript's _extra_files */
+        size_t len = 0;
+        const char *name = ckpt_value_text(ckpt_value_key(extra, i), NULL);
+        (void)ckpt_value_text(ckpt_value_item(extra, i), &len);
+        fputs(i ? ", " : "extra files: ", stdout);
+        put_clean(name ? name : "");
+        if (ckpt_value_kind(ckpt_value_item(extra, i)) == CKPT_V_NONE)
+            fputs(" (not read: too large)", stdout);
+        else
+            printf(" (%s bytes)", cli_grouped(len, g1, sizeof g1));
+        if (i + 1 == ckpt_value_len(extra)) putchar('\n');
+    }
 
     n = ckpt_summary_dtype_count(r->sum);
     for (i = 0; i < n; i++) {

@@ -14,8 +14,9 @@ static const char usage[] =
     "elements>).  A tensor at the root of the file is listed as \"\".  Names\n"
     "are shown escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
     "are not UTF-8, \\uXXXX for invisible or bidi characters.\n"
-    "When the table would be empty (a TorchScript archive, a key that holds\n"
-    "no tensor, a filter that matches nothing) one line on stderr says so\n"
+    "When the table would be empty (a key that holds no tensor, a filter\n"
+    "that matches nothing, a TorchScript module without parameters or\n"
+    "buffers) one line on stderr says so\n"
     "instead and the exit status is 0: the file was read (--json prints its\n"
     "empty list).\n"
     "Several files: each listing under a '==> FILE <==' header; with --json\n"
@@ -244,7 +245,7 @@ static void say_empty(const cli_doc *d, const ls_opts *o, const char *path)
         cli_escape(&b, o->filter, strlen(o->filter), (size_t)-1, 0);
         sb_str(&b, "'");
     } else if (info.format == CKPT_FORMAT_TORCHSCRIPT) {
-        sb_str(&b, "no tensors (TorchScript archive: weights are not listed yet)");
+        sb_str(&b, "no tensors (a TorchScript module without parameters or buffers)");
     } else if (o->key) {
         sb_str(&b, "no tensors under key '");
         cli_escape(&b, o->key, strlen(o->key), (size_t)-1, 0);

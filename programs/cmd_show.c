@@ -19,6 +19,8 @@ static const char usage[] =
     "objects of other classes) as an indented tree.  Tensors are shown as\n"
     "'tensor DTYPE [SHAPE]', instances as 'module.Class(...)' with their state\n"
     "below, a container met again (shared or cyclic) as '<ref PATH>'.\n"
+    "A TorchScript archive: the module graph, then (not with --json) its\n"
+    "constants and its extra files (_extra_files) under their own headings.\n"
     "Text from the file (keys, strings, class and global names, storage\n"
     "keys) is escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
     "are not UTF-8, \\uXXXX for C1 controls, bidi and invisible characters.\n"
@@ -115,11 +117,28 @@ static int write_stdout(void *ctx, const char *p, size_t n)
     return fwrite(p, 1, n, stdout) == n ? 0 : -1;
 }
 
-static int show_tree(const cli_doc *d, const char *path)
+/* TorchScript: the constants (constants.pkl) and the _extra_files after
+ * the module graph, each under a heading. */
+static int show_parts(const cli_doc *d, ckpt_error *err)
+{
+    static const char *const parts[][2] = {{"constants", "constants (constants.pkl):\n"},
+                                           {"extra", "extra files:\n"}};
+    for (size_t i = 0; i < 2; i++) {
+        const ckpt_value *v = ckpt_part(d->f, parts[i][0]);
+        if (!v || !ckpt_value_len(v)) continue;
+        fputs(parts[i][1], stdout);
+        if (ckpt_value_to_text(d->f, v, write_stdout, NULL, NULL, err) != 0) return -1;
+    }
+    return 0;
+}
+
+static int show_tree(const cli_doc *d, const char *path, int whole)
 {
     ckpt_error err;
     if (!d->root) return CLI_OK;
-    if (ckpt_value_to_text(d->f, d->root, write_stdout, NULL, NULL, &err) == 0) return CLI_OK;
+    if (ckpt_value_to_text(d->f, d->root, write_stdout, NULL, NULL, &err) == 0 &&
+        (!whole || show_parts(d, &err) == 0))
+        return CLI_OK;
     if (cli_stdout_failed()) return CLI_FAIL; /* reported by cli_stdout_finish() */
     return cli_report(path, &err);
 }
@@ -134,7 +153,7 @@ static int show_one(const char *path, void *ctx)
         if (o->json && o->multi) cli_json_error_line(path, &err);
         return cli_report(path, &err);
     }
-    r = o->json ? show_json(&d, path, o->multi) : show_tree(&d, path);
+    r = o->json ? show_json(&d, path, o->multi) : show_tree(&d, path, !o->key);
     cli_doc_close(&d);
     return r;
 }

@@ -210,7 +210,7 @@ class Runner:
         fx = os.path.basename(path)
         with open(exp_path, encoding="utf-8") as f:
             exp = json.load(f)
-        if exp.get("error") or exp.get("format") == "torchscript":
+        if exp.get("error"):
             return
         key = exp.get("key")
         keyargs = ["--key", key] if key is not None else []
@@ -334,10 +334,7 @@ class Runner:
         self.check("--force replaces OUT", errs)
 
         # failures leave nothing behind
-        ts = self.fixture("torchscript.pt")
         cases = [("missing FILE", os.path.join(self.tmp, "no-such-file.pt"), None, "")]
-        if ts:
-            cases.append(("TorchScript refused", ts, None, "torchscript"))
         trunc = os.path.join(self.tmp, "truncated.pt")
         with open(src, "rb") as f:
             blob = f.read()

@@ -25,6 +25,8 @@ typedef struct zip_index {
     size_t *zip_storage;  /* per record: storage index + 1, 0 none */
     size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
     size_t nzip_data_num;
+    struct pt2_sub *sub; /* torch.export .pt2: the nested torch.save archives */
+    size_t nsub;
 } zip_index;
 #define ZI(f) ((zip_index *)(f)->fmt_state)
 
@@ -163,8 +165,19 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 }
 
 /* Run the pickle stored in a record (stored in place, or inflated). */
+static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck_zip_entry *z,
+                         const char *label, ck_pid_fn pl, void *ud, ckpt_value **out,
+                         ckpt_error *err);
 static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl,
                       void *ud, ckpt_value **out, ckpt_error *err)
+{
+    return run_record_in(f, &ZI(f)->zip, 0, z, label, pl, ud, out, err);
+}
+
+/* Run a pickle record of `zz`, whose offsets start at file byte `base`. */
+static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck_zip_entry *z,
+                         const char *label, ck_pid_fn pl, void *ud, ckpt_value **out,
+                         ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
         return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
@@ -174,8 +187,8 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
     uint8_t *buf = NULL;
     ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
     if (z->method == 0 && f->src.map) {
-        in.buf = f->src.map + z->data_off;
-        in.base = (int64_t)z->data_off;
+        in.buf = f->src.map + base + z->data_off;
+        in.base = (int64_t)(base + z->data_off);
     } else {
         if (ck_mem_charge(&f->arena, z->size))
             return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
@@ -184,15 +197,16 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
             ck_mem_release(&f->arena, z->size);
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         }
-        int r = z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, label, err)
-                               : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+        int r = z->method == 0
+                    ? ck_read(&f->src, base + z->data_off, buf, (size_t)z->size, label, err)
+                    : ck_zip_read(zz, z, 0, buf, (size_t)z->size, err);
         if (r) {
             free(buf);
             ck_mem_release(&f->arena, z->size);
             return -1;
         }
         in.buf = buf;
-        if (z->method == 0) in.base = (int64_t)z->data_off;
+        if (z->method == 0) in.base = (int64_t)(base + z->data_off);
     }
     size_t used = 0;
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
@@ -275,6 +289,283 @@ static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size
     return 0;
 }
 
+/* A whole record into a malloc'd buffer charged to the arena (at most
+ * max_pickle_bytes): 0, or -1 with err. */
+static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t *len,
+                        ckpt_error *err)
+{
+    if (z->size > f->opt.max_pickle_bytes)
+        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+                       "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)", z->name,
+                       (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
+    if (ck_mem_charge(&f->arena, z->size))
+        return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+    char *buf = malloc(z->size ? (size_t)z->size : 1);
+    int r = !buf             ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
+            : z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
+                             : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+    if (r) {
+        free(buf);
+        ck_mem_release(&f->arena, z->size);
+        return -1;
+    }
+    *text = buf;
+    *len = (size_t)z->size;
+    return 0;
+}
+
+/* TorchScript: the code/ record of a class module, for script.c. */
+static int script_code(ckpt_file *f, void *ud, const char *module, size_t n, char **text,
+                       size_t *len, ckpt_error *err)
+{
+    (void)ud;
+    char name[512];
+    if (n + 9 > sizeof name) return 1;
+    memcpy(name, "code/", 5);
+    for (size_t i = 0; i < n; i++) name[5 + i] = module[i] == '.' ? '/' : module[i];
+    memcpy(name + 5 + n, ".py", 4);
+    const ck_zip_entry *z = record(f, name);
+    if (!z) return 1;
+    return whole_record(f, z, text, len, err);
+}
+
+/* TorchScript's _extra_files (records under extra/): f->extra, a DICT of
+ * name -> BYTES, or NULL when there are none. */
+static int extra_files(ckpt_file *f, ckpt_error *err)
+{
+    size_t rn = strlen(f->root_name);
+    for (size_t i = 0; i < ZI(f)->zip.n; i++) {
+        const ck_zip_entry *z = &ZI(f)->zip.e[i];
+        size_t rest;
+        const char *r = strip_root(z->name, z->name_len, f->root_name, rn, &rest);
+        if (!r || rest <= 6 || memcmp(r, "extra/", 6) != 0) continue;
+        if (!f->extra && !(f->extra = ck_new(&f->pk, CKPT_V_DICT)))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        ckpt_value *k = ck_new_str(&f->pk, CKPT_V_STR, r + 6, rest - 6), *v;
+        char *text;
+        size_t len;
+        if (!k) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (z->size > f->opt.max_pickle_bytes) { /* kept out, not fatal: None */
+            if (!(v = ck_new(&f->pk, CKPT_V_NONE)) ||
+                ck_note(&f->pk, "extra file '%.100s' of %llu bytes not read (max_pickle_bytes)",
+                        r + 6, (unsigned long long)z->size))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        } else {
+            CK_TRY(whole_record(f, z, &text, &len, err));
+            v = ck_new_str(&f->pk, CKPT_V_BYTES, text, len);
+            free(text);
+            ck_mem_release(&f->arena, len);
+        }
+        if (!v || ck_seq_push(&f->pk, f->extra, k) || ck_seq_push(&f->pk, f->extra, v))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
+
+/* ---- torch.export .pt2 (PyTorch 2.6's torch.export.save) -----------------
+ *
+ *   serialized_exported_program.json  the graph and its signature
+ *   serialized_state_dict.pt          torch.save(ep.state_dict), stored
+ *   serialized_constants.pt           torch.save(ep.constants), stored
+ *   serialized_example_inputs.pt      the example inputs
+ *   version                           "8.2" (the schema)
+ *
+ * Records at the top, no root folder.  The nested archives are read in
+ * place: each is indexed as a ZIP of its own through a window on the file,
+ * and its storages point at their bytes in the outer file.  The tensors are
+ * the state dict's entries, then the constants', under their own names. */
+typedef struct pt2_sub {
+    const ck_source *parent;
+    uint64_t base; /* file offset of the nested archive's first byte */
+    ck_source src; /* a window on the parent */
+    ck_zip zip;
+    ck_map names;    /* records by the rest of their name below the root folder */
+    size_t *storage; /* per record: storage index + 1 */
+    const char *label;
+} pt2_sub;
+
+/* the nested archives: the tensors of the first two are listed; a scan
+ * (scan_all_pickles) also runs the example inputs' pickle */
+#define PT2_NSUB 3
+static const char *const pt2_parts[PT2_NSUB] = {
+    "serialized_state_dict.pt", "serialized_constants.pt", "serialized_example_inputs.pt"};
+
+static int window_read(void *opaque, uint64_t off, void *buf, size_t n)
+{
+    const pt2_sub *w = opaque;
+    uint64_t end;
+    if (ck_add_ovf(off, n, &end) || end > w->src.size) return -1;
+    return w->parent->read(w->parent->opaque, w->base + off, buf, n);
+}
+
+/* A top-level record of the outer ZIP by exact name (no root folder). */
+static const ck_zip_entry *top_record(const ckpt_file *f, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < ZI(f)->zip.n; i++)
+        if (ZI(f)->zip.e[i].name_len == n && memcmp(ZI(f)->zip.e[i].name, name, n) == 0)
+            return &ZI(f)->zip.e[i];
+    return NULL;
+}
+
+static bool is_pt2(const ckpt_file *f)
+{
+    return top_record(f, "serialized_exported_program.json") != NULL;
+}
+
+static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
+                    int64_t pos, size_t *idx, bool *created, ckpt_error *err)
+{
+    pt2_sub *w = ud;
+    char name[96];
+    size_t zi;
+    int n = snprintf(name, sizeof name, "data/%.*s", (int)klen, key);
+    if (n < 0 || (size_t)n >= sizeof name || !ck_map_get(&w->names, name, (size_t)n, &zi))
+        return ck_fail(err, CKPT_E_FORMAT, pos, "%s: storage record 'data/%.*s' is missing",
+                       w->label, (int)(klen > 40 ? 40 : klen), key);
+    const ck_zip_entry *z = &w->zip.e[zi];
+    *created = w->storage[zi] == 0;
+    if (!*created) {
+        *idx = w->storage[zi] - 1;
+        return 0;
+    }
+    if (z->method != 0)
+        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+                       "%s: storage record '%s' is compressed, which ckpt does not read in place",
+                       w->label, z->name);
+    if (z->size < nbytes)
+        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+                       "%s: record '%s' holds %llu bytes but its storage needs %llu", w->label,
+                       z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
+    /* the constants' storage keys are told apart from the state dict's */
+    char pkey[112];
+    int pn = w == ZI(f)->sub
+                 ? snprintf(pkey, sizeof pkey, "%.*s", (int)klen, key)
+                 : snprintf(pkey, sizeof pkey, "%s/%.*s",
+                            w == ZI(f)->sub + 1 ? "constants" : "example_inputs", (int)klen, key);
+    CK_TRY(ck_storage_new(f, pkey, pn > 0 ? (size_t)pn : 0, idx, err));
+    w->storage[zi] = *idx + 1;
+    ck_storage *s = &f->storages[*idx];
+    s->data_off = w->base + z->data_off;
+    s->packed = false;
+    s->rec = zi * PT2_NSUB + (size_t)(w - ZI(f)->sub); /* record and which nested archive */
+    s->pub.file_offset = (int64_t)s->data_off;
+    s->resolved = true;
+    return 0;
+}
+
+static ckpt_value *pt2_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
+    ck_storage_binder b = {pt2_bind, ud};
+    return ck_storage_pid(f, pid, pos, false, &b, err);
+}
+
+/* Index one nested torch.save archive and run its data.pkl. */
+static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value **out,
+                    ckpt_error *err)
+{
+    if (z->method != 0)
+        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+                       "record '%s' is compressed, which ckpt does not read in place", z->name);
+    w->parent = &f->src;
+    w->base = z->data_off;
+    w->label = z->name;
+    w->src.read = window_read;
+    w->src.opaque = w;
+    w->src.size = z->size;
+    w->src.fd = -1;
+    if (f->src.map) w->src.map = f->src.map + z->data_off;
+    w->zip.src = &w->src;
+    w->zip.arena = &f->arena;
+    w->zip.max_entries = f->opt.max_entries;
+    ckpt_error e;
+    if (ck_zip_index(&w->zip, &e) != 0)
+        return ck_fail(err, e.code, e.offset >= 0 ? (int64_t)w->base + e.offset : -1, "%s: %s",
+                       z->name, e.message);
+    if (!(w->storage = calloc(w->zip.n ? w->zip.n : 1, sizeof *w->storage)))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    const ck_zip_entry *pkl = NULL;
+    for (size_t i = 0; i < w->zip.n; i++) {
+        const ck_zip_entry *r = &w->zip.e[i];
+        const char *slash = memchr(r->name, '/', r->name_len);
+        if (!slash) continue;
+        size_t rest = r->name_len - (size_t)(slash + 1 - r->name);
+        if (ck_map_get(&w->names, slash + 1, rest, NULL)) continue; /* the first one */
+        if (ck_map_put(&w->names, slash + 1, rest, i))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (rest == 8 && memcmp(slash + 1, "data.pkl", 8) == 0) pkl = r;
+    }
+    if (!pkl) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "%s has no data.pkl", z->name);
+    char label[80];
+    snprintf(label, sizeof label, "%.60s/data.pkl", z->name);
+    char *kept = ck_strndup(&f->arena, label, strlen(label));
+    if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    return run_record_in(f, &w->zip, w->base, pkl, kept, pt2_pid, w, out, err);
+}
+
+static int pt2_open(ckpt_file *f, ckpt_error *err)
+{
+    f->format = CKPT_FORMAT_TORCH_EXPORT;
+    if (!(f->root_name = ck_strndup(&f->arena, "", 0)))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    const ck_zip_entry *ver = top_record(f, "version");
+    if (ver) {
+        char buf[64];
+        CK_TRY(small_record(f, ver, buf, sizeof buf, err));
+        if (!(f->version = ck_strndup(&f->arena, buf, strcspn(buf, "\r\n"))))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    if (!(ZI(f)->sub = calloc(PT2_NSUB, sizeof *ZI(f)->sub)))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ZI(f)->nsub = PT2_NSUB;
+    ckpt_value *root = ck_new(&f->pk, CKPT_V_DICT), *names = ck_new(&f->pk, CKPT_V_DICT);
+    if (!root || !names) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    static const char *const keys[] = {"state_dict", "constants"};
+    f->pickle_label = "serialized_state_dict.pt/data.pkl";
+    for (size_t k = 0; k < 2; k++) {
+        const ck_zip_entry *z = top_record(f, pt2_parts[k]);
+        ckpt_value *v, *key;
+        if (!z) {
+            if (k == 0)
+                return ck_fail(err, CKPT_E_FORMAT, -1,
+                               "torch.export archive has no serialized_state_dict.pt");
+            continue;
+        }
+        CK_TRY(pt2_part(f, &ZI(f)->sub[k], z, &v, err));
+        if (!(key = ck_new_str(&f->pk, CKPT_V_STR, keys[k], strlen(keys[k]))) ||
+            ck_seq_push(&f->pk, root, key) || ck_seq_push(&f->pk, root, v))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        /* named as the program's state_dict and constants: one flat dict */
+        if (v->kind == CKPT_V_OBJECT && v->u.obj->items) v = v->u.obj->items;
+        if (v->kind != CKPT_V_DICT) continue;
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            if (ck_seq_push(&f->pk, names, v->u.seq.v[i]))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    f->root = root;
+    f->names_root = names;
+    const ck_zip_entry *ex = top_record(f, pt2_parts[2]);
+    if (f->opt.scan_all_pickles && ex) { /* values dropped; a failure is a note */
+        ckpt_value *v;
+        ckpt_error e;
+        if (pt2_part(f, &ZI(f)->sub[2], ex, &v, &e) != 0 &&
+            ck_note(&f->pk, "%s does not parse: %s (byte %lld)", pt2_parts[2], e.message,
+                    (long long)e.offset))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
+
+static void pt2_free(zip_index *zi)
+{
+    for (size_t k = 0; k < zi->nsub; k++) {
+        ck_map_free(&zi->sub[k].names);
+        ck_zip_free(&zi->sub[k].zip);
+        free(zi->sub[k].storage);
+    }
+    free(zi->sub);
+}
+
 static int zip_open(ckpt_file *f, ckpt_error *err);
 
 /* When a ZIP fails to open, damage is the likeliest cause: if a record the
@@ -310,6 +601,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
     ZI(f)->zip.arena = &f->arena;
     ZI(f)->zip.max_entries = f->opt.max_entries;
     CK_TRY(ck_zip_index(&ZI(f)->zip, err));
+    if (is_pt2(f)) return pt2_open(f, err);
     CK_TRY(index_records(f, err));
     const ck_zip_entry *pkl = record(f, "data.pkl");
     if (record(f, "constants.pkl")) {
@@ -341,12 +633,15 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
                            "byteorder record says '%.*s'", (int)(n > 20 ? 20 : n), buf);
     }
     if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
-        /* Weights are later work; the pickles are run so that show and scan
-         * see the module graph and every global it names. */
+        /* data.pkl is the module graph, constants.pkl a tuple of the code's
+         * constants (storages under constants/); script.c names the weights
+         * from the class definitions under code/ */
         const ck_zip_entry *consts = record(f, "constants.pkl");
         CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
-        ckpt_value *cv;
-        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &cv, err));
+        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &f->constants,
+                          err));
+        if (!f->opt.skip_tensors) CK_TRY(ck_script_names(f, script_code, NULL, err));
+        CK_TRY(extra_files(f, err));
         const ck_zip_entry *done[2] = {pkl, consts};
         return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
@@ -365,13 +660,35 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
 static int zip_verify(const ckpt_file *f, void (*note)(void *, const char *),
                       void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
 {
-    return ck_zip_check(&ZI(f)->zip, note, progress, ctx, err);
+    CK_TRY(ck_zip_check(&ZI(f)->zip, note, progress, ctx, err));
+    /* .pt2: the nested archives' own records too (their bytes were counted
+     * by the outer check, so without progress) */
+    for (size_t k = 0; k < ZI(f)->nsub; k++) {
+        const pt2_sub *w = &ZI(f)->sub[k];
+        ckpt_error e;
+        if (!w->zip.n || ck_zip_check(&w->zip, note, NULL, ctx, &e) == 0) continue;
+        return ck_fail(err, e.code, e.offset >= 0 ? (int64_t)w->base + e.offset : -1, "%s: %s",
+                       w->label, e.message);
+    }
+    return 0;
 }
 
 static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec, ckpt_error *err)
 {
     (void)err;
     const ck_zip_entry *z = &ZI(f)->zip.e[s->rec];
+    if (ZI(f)->nsub) { /* .pt2: a record of a nested archive, offsets made absolute */
+        const pt2_sub *w = &ZI(f)->sub[s->rec % PT2_NSUB];
+        z = &w->zip.e[s->rec / PT2_NSUB];
+        rec->name = z->name;
+        rec->method = z->method;
+        rec->has_crc = z->crc != 0;
+        rec->crc32 = z->crc;
+        rec->data_offset = w->base + z->data_off;
+        rec->compressed_size = z->comp_size;
+        rec->size = z->size;
+        return 0;
+    }
     rec->name = z->name;
     rec->method = z->method;
     rec->has_crc = z->crc != 0;
@@ -390,6 +707,7 @@ static void zip_close(ckpt_file *f)
     ck_zip_free(&zi->zip);
     free(zi->zip_storage);
     free(zi->zip_data_num);
+    pt2_free(zi);
     free(zi);
     f->fmt_state = NULL;
 }

@@ -1585,9 +1585,6 @@ static int ex_plan(exporter *x, const ckpt_file *f, const ckpt_export_options *o
     x->src_fd = x->o.src_fd;
     x->big_host = ck_tools_host_big_endian();
     ckpt_get_info(f, &x->info);
-    if (x->info.format == CKPT_FORMAT_TORCHSCRIPT)
-        return fail(x, CKPT_E_UNSUPPORTED,
-                    "a TorchScript archive: reading TorchScript weights is not supported yet");
     if (collect_tensors(x) != 0 || collect_metadata(x) != 0 || build_header(x) != 0 ||
         plan_verify(x) != 0)
         return -1;

@@ -413,13 +413,12 @@ static int select_key(ckpt_file *f, ckpt_error *err)
 int ck_catalogue(ckpt_file *f, ckpt_error *err)
 {
     CK_TRY(select_key(f, err));
-    if (!f->sel || f->format == CKPT_FORMAT_TORCHSCRIPT || f->opt.skip_tensors)
-        return 0; /* TorchScript weights: later work */
+    if (!f->sel || f->opt.skip_tensors) return 0;
     walker w = {.f = f, .err = err};
     w.onpath = calloc(f->pk.next_id ? f->pk.next_id : 1, sizeof *w.onpath);
     w.cycle_min = UINT32_MAX;
     if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    int r = walk(&w, f->sel, 0);
+    int r = walk(&w, f->names_root && !f->opt.key ? f->names_root : f->sel, 0);
     /* tensors that naming did not reach (outside the key, non-persistent
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {

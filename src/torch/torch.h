@@ -112,6 +112,9 @@ struct ckpt_file {
     ck_map tensor_names;
     uint64_t total_bytes;
     const char *pickle_label;
+    /* what naming walks instead of sel when set (TorchScript: script.c) */
+    ckpt_value *names_root;
+    ckpt_value *constants, *extra; /* ckpt_part(): TorchScript's, or NULL */
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
@@ -168,5 +171,16 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
 int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
 /* Name the tensors of f->root (or its key) and check their extents. */
 int ck_catalogue(ckpt_file *f, ckpt_error *err);
+
+/* ---- TorchScript (script.c) ---------------------------------------------- */
+/* The container's code/ record of a class module ("__torch__.a.b" holds
+ * code/__torch__/a/b.py): 0 with *text (malloc'd, its length charged to
+ * f->arena; the caller of the hook frees and releases it), 1 when there is
+ * none, -1 with err. */
+typedef int (*ck_code_fn)(ckpt_file *f, void *ud, const char *module, size_t n, char **text,
+                          size_t *len, ckpt_error *err);
+/* Set f->names_root so that naming gives torch.jit.load(f).state_dict()'s
+ * names for the module graph in f->root. */
+int ck_script_names(ckpt_file *f, ck_code_fn code, void *ud, ckpt_error *err);
 
 #endif
