@@ -30,6 +30,7 @@ int cmd_scan(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_extract(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* ---- messages ----------------------------------------------------------- */
 
