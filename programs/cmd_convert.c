@@ -137,10 +137,9 @@ static const char usage[] =
     "  -h, --help          show this help\n";
 
 #define DEFAULT_SHARD ((uint64_t)5000000000u) /* transformers' "5GB" */
-#define MAX_JOBS_DEFAULT 8
-#define RA_UNIT ((uint64_t)32 << 20)   /* a tensor up to this is read whole by a worker */
-#define RA_BUDGET ((uint64_t)64 << 20) /* bytes read ahead and not yet written */
-#define RA_CHUNK ((size_t)8 << 20)     /* bigger tensors: read here, in pieces */
+#define RA_UNIT ((uint64_t)32 << 20)          /* a tensor up to this is read whole by a worker */
+#define RA_BUDGET ((uint64_t)64 << 20)        /* bytes read ahead and not yet written */
+#define RA_CHUNK ((size_t)8 << 20)            /* bigger tensors: read here, in pieces */
 
 typedef struct conv {
     const char *path; /* FILE, for messages */
@@ -279,13 +278,6 @@ static uint64_t parse_size(const char *s)
         return v;
     }
     return 0;
-}
-
-static int default_jobs(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    return n > MAX_JOBS_DEFAULT ? MAX_JOBS_DEFAULT : (int)n;
 }
 
 /* ---- read-ahead ------------------------------------------------------------ */
@@ -860,7 +852,7 @@ int cmd_convert(int argc, char **argv)
     c.path = ops[0];
     c.src_fd = -1;
     c.big_host = cli_host_big_endian();
-    c.jobs = default_jobs();
+    c.jobs = cli_default_jobs();
     if (jobs) {
         char *end;
         long v = strtol(jobs, &end, 10);
