@@ -1,5 +1,7 @@
 #!/usr/bin/python3
 """gen_diff.py OUTDIR - pairs of checkpoints for `ckpt diff`, with torch's answer.
+gen_diff.py --float8 OUTDIR - the float8 pair (torch 2.x: run in the torch 2.6
+root; its output is committed in tests/fixtures/diffconv/).
 
 Writes OUTDIR/PAIR_a.pt, OUTDIR/PAIR_b.pt and OUTDIR/PAIR.expected.json for
 each pair: {"equal", "compared", "identical", "only_a", "only_b",
@@ -20,8 +22,6 @@ except ImportError:
     print("skip - torch is not installed")
     sys.exit(77)
 
-FLOATS = {torch.float64, torch.float32, torch.float16, torch.bfloat16}
-COMPLEX = {torch.complex64, torch.complex128}
 
 
 def raw(t):
@@ -34,9 +34,9 @@ def raw(t):
 
 
 def max_abs(a, b):
-    if a.dtype in FLOATS:
+    if a.is_floating_point():
         d = (a.double() - b.double()).abs()
-    elif a.dtype in COMPLEX:
+    elif a.is_complex():
         d = (a.to(torch.complex128) - b.to(torch.complex128)).abs()
     else:
         return None
@@ -70,7 +70,31 @@ def answer(pa, pb):
     return out
 
 
+def float8(out):
+    g = torch.Generator().manual_seed(8)
+    a, b = {}, {}
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+        dt = getattr(torch, name)
+        x = torch.randn(12, generator=g)
+        a[name] = x.to(dt)
+        y = x.clone()
+        y[5] += 1.5
+        b[name] = y.to(dt)
+        a[name + "_same"] = x.to(dt)
+        b[name + "_same"] = x.to(dt)
+    torch.save(a, os.path.join(out, "f8_a.pt"))
+    torch.save(b, os.path.join(out, "f8_b.pt"))
+    with open(os.path.join(out, "f8.expected.json"), "w") as f:
+        json.dump(answer(os.path.join(out, "f8_a.pt"), os.path.join(out, "f8_b.pt")), f,
+                  indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def main():
+    if sys.argv[1] == "--float8":
+        os.makedirs(sys.argv[2], exist_ok=True)
+        float8(sys.argv[2])
+        return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(13)
