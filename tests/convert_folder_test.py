@@ -227,6 +227,21 @@ try:
         check(rc == 1 and ("crc mismatch" in err or "corrupt" in err) and os.path.isdir(out) and left == [],
               "%s: a damaged record in the last shard: exit 1, no shard left (%s; left %s)"
               % (label, err.strip().splitlines()[-1][:200], left))
+
+    # verify of several files on threads prints what one thread prints
+    fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    files = [os.path.join(fx, f) for f in ("params_zip.pt", "deflate_zip.pt", "quantized_zip.pt",
+                                            "views_legacy.pt", "tied_zip.pt")]
+    files += [dsrc, src, os.path.join(T, "missing.pt"), os.path.join(T, "bad-2.pt")]
+    for extra in ([], ["--json"]):
+        res = []
+        for jobs in ("1", "2", "4"):
+            p = subprocess.run([CKPT, "verify", "--jobs", jobs] + extra + files,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            res.append((p.returncode, p.stdout, p.stderr))
+        check(res[0][0] == 1 and res[0] == res[1] == res[2],
+              "verify %s%d files: --jobs 2 and 4 print what --jobs 1 prints, exit 1"
+              % (" ".join(extra) + " " if extra else "", len(files)))
 finally:
     shutil.rmtree(T)
 
