@@ -84,8 +84,8 @@ CKPT_API int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t, const cha
  *     their elements.  dtypes: float64 F64, float32 F32, float16 F16,
  *     bfloat16 BF16, int64 I64, int32 I32, int16 I16, int8 I8, uint8 U8,
  *     bool BOOL, uint16 U16, uint32 U32, uint64 U64, float8_e4m3fn F8_E4M3,
- *     float8_e5m2 F8_E5M2.  Tensors of other dtypes (complex, float8
- *     fnuz/e8m0) and tensors whose name is not valid UTF-8 are refused
+ *     float8_e5m2 F8_E5M2, complex64 C64.  Tensors of other dtypes
+ *     (complex128, complex32, float8 fnuz/e8m0) and tensors whose name is not valid UTF-8 are refused
  *     (CKPT_E_UNSUPPORTED, naming them) unless skip_unsupported leaves them
  *     out (with a warning).  A name is never changed; two equal names, or a
  *     tensor named "__metadata__", are CKPT_E_FORMAT.
@@ -150,6 +150,18 @@ typedef struct ckpt_export_options {
     int *error_origin; /* when not NULL: set to CKPT_EXPORT_FROM_* for
                                a failed export, so a caller that escapes the
                                reader's messages for display knows which */
+    /* Tied weights: tensors that view one storage the same way (same
+     * storage, dtype, offset, shape and strides; not empty) under several
+     * names are written once, under the first name in byte order, and
+     * "__metadata__" maps every other name to the kept one ("lm_head.weight":
+     * "embed.weight"), as safetensors' save_model() records them and
+     * load_model() reads them back; a warning lists them.  safetensors has
+     * no aliasing.  Default 0: every name gets its own copy. */
+    int dedupe_tied;
+    /* Only the tensors for which select(ctx, t) returns nonzero (after
+     * `filter`; with dedupe_tied a name left out as an alias follows the
+     * tensor kept), for writing shards.  NULL: all.  Called while planning. */
+    int (*select)(void *ctx, const ckpt_tensor *t);
 } ckpt_export_options;
 
 /* Fill `opt` with the defaults above and set opt->struct_size.  Use the
@@ -157,8 +169,8 @@ typedef struct ckpt_export_options {
 CKPT_API void ckpt_export_options_init_sized(ckpt_export_options *opt, size_t struct_size);
 #define ckpt_export_options_init(opt) ckpt_export_options_init_sized((opt), sizeof *(opt))
 
-/* safetensors' name for a dtype ("F32", "BF16", "F8_E4M3"), or NULL when it
- * has none (complex, float8 fnuz and e8m0). */
+/* safetensors' name for a dtype ("F32", "BF16", "F8_E4M3", "C64"), or NULL
+ * when it has none (complex128, complex32, float8 fnuz and e8m0). */
 CKPT_API const char *ckpt_safetensors_dtype(ckpt_dtype dtype);
 
 /* The layout of the file an export writes, without writing it: the header

@@ -9,6 +9,7 @@
 #include "progress.h"
 #include "ckpt_walk.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,9 +27,52 @@ int cli_parse_files(int argc, char **argv, const cli_option *options, size_t nop
     return r;
 }
 
+/* Files prepared ahead on threads: prepare(i) runs for file i on a worker
+ * (at most `jobs` files ahead of the one printed), one() for file i only
+ * once it is done, in order. */
+typedef struct prep {
+    char **files;
+    int nfiles, next, printed, jobs;
+    unsigned char *done;
+    void (*prepare)(int i, const char *path, void *ctx);
+    void *ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} prep;
+
+static void *prep_worker(void *arg)
+{
+    prep *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        int i;
+        while (p->next < p->nfiles && p->next >= p->printed + p->jobs)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->next >= p->nfiles) break;
+        i = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        p->prepare(i, p->files[i], p->ctx);
+        pthread_mutex_lock(&p->mu);
+        p->done[i] = 1;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
 int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),
               void *ctx)
 {
+    return cli_batch_jobs(files, nfiles, json, NULL, 1, one, ctx);
+}
+
+int cli_batch_jobs(char **files, int nfiles, int json,
+                   void (*prepare)(int i, const char *path, void *ctx), int jobs,
+                   int (*one)(const char *path, void *ctx), void *ctx)
+{
+    prep pp;
+    pthread_t th[64];
+    int nth = 0;
     int i, worst = CLI_OK, r;
     progress bar;
     uint64_t total = 0;
@@ -41,7 +85,28 @@ int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, v
             if (stat(files[i], &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
         progress_start(&bar, total, "reading files");
     }
+    memset(&pp, 0, sizeof pp);
+    if (prepare && nfiles > 1 && jobs > 1 && (pp.done = calloc((size_t)nfiles, 1)) != NULL) {
+        pp.files = files;
+        pp.nfiles = nfiles;
+        pp.jobs = jobs;
+        pp.prepare = prepare;
+        pp.ctx = ctx;
+        pthread_mutex_init(&pp.mu, NULL);
+        pthread_cond_init(&pp.cv, NULL);
+        for (i = 0; i < jobs && i < 64; i++)
+            if (pthread_create(&th[nth], NULL, prep_worker, &pp) == 0) nth++;
+    }
     for (i = 0; i < nfiles; i++) {
+        if (nth > 0) { /* wait for file i, then let the workers go on */
+            pthread_mutex_lock(&pp.mu);
+            while (!pp.done[i]) pthread_cond_wait(&pp.cv, &pp.mu);
+            pp.printed = i + 1;
+            pthread_cond_broadcast(&pp.cv);
+            pthread_mutex_unlock(&pp.mu);
+        } else if (prepare) {
+            prepare(i, files[i], ctx);
+        }
         if (nfiles > 1 && !json) {
             fputs(i ? "\n==> " : "==> ", stdout);
             cli_term_put(stdout, files[i]);
@@ -57,6 +122,17 @@ int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, v
         if (nfiles > 1) fflush(stdout);
         if (cli_stdout_failed()) break; /* reported by cli_stdout_finish() */
     }
+    if (nth > 0) {
+        pthread_mutex_lock(&pp.mu);
+        pp.next = nfiles; /* stop: no more files are prepared */
+        pp.printed = nfiles;
+        pthread_cond_broadcast(&pp.cv);
+        pthread_mutex_unlock(&pp.mu);
+        for (i = 0; i < nth; i++) pthread_join(th[i], NULL);
+        pthread_cond_destroy(&pp.cv);
+        pthread_mutex_destroy(&pp.mu);
+    }
+    free(pp.done);
     if (show) progress_finish(&bar);
     return worst;
 }
@@ -227,4 +303,11 @@ void cli_doc_close(cli_doc *d)
     ckpt_close(d->f);
     cli_ptrmap_free(&d->under);
     memset(d, 0, sizeof *d);
+}
+
+int cli_default_jobs(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > 8 ? 8 : (int)n;
 }

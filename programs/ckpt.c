@@ -23,6 +23,7 @@ static const command commands[] = {
     {"verify", cmd_verify, "check every checksum, size and extent in the file"},
     {"info", cmd_info, "summarise: format, parameters per dtype, keys, module tree"},
     {"extract", cmd_extract, "write tensors as NumPy .npy files"},
+    {"diff", cmd_diff, "compare the tensors of two checkpoints (exit 1 when they differ)"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -30,6 +30,7 @@ int cmd_scan(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_extract(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* ---- messages ----------------------------------------------------------- */
 
@@ -252,6 +253,15 @@ int cli_parse_files(int argc, char **argv, const cli_option *options, size_t nop
  * are several and json is 0; returns the worst (highest) status. */
 int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, void *ctx),
               void *ctx);
+/* cli_batch() with prepare(i, files[i], ctx) run first for every file: on
+ * up to `jobs` threads, at most `jobs` files ahead of the one printed (it
+ * must not print; one() then prints what it found), or inline when jobs is
+ * 1 or there is one file.  A file that is prepared is printed in order. */
+int cli_batch_jobs(char **files, int nfiles, int json,
+                   void (*prepare)(int i, const char *path, void *ctx), int jobs,
+                   int (*one)(const char *path, void *ctx), void *ctx);
+/* --jobs default: the online CPUs, at most 8. */
+int cli_default_jobs(void);
 /* {"file": PATH, "error": {"message", "code", "offset"}} and a newline. */
 void cli_json_error_line(const char *path, const ckpt_error *err);
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "Usage: ckpt verify [--json] FILE...\n"
+    "Usage: ckpt verify [--json] [--jobs N] FILE...\n"
     "Check a checkpoint's integrity, reading every stored byte once: for a\n"
     "ZIP (torch.save since 1.6, TorchScript) the CRC-32 of every record, each\n"
     "local header against the central directory and each data descriptor;\n"
@@ -32,6 +32,7 @@ static const char usage[] =
     "Text from the file in notes is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
     "Several files: each under a '==> FILE <==' header (with --json one\n"
     "object per line); every file is checked, the exit status is the worst.\n"
+    "They are checked in parallel (--jobs) and printed in order.\n"
     "\n"
     "Options:\n"
     "  --json      one JSON object per file, on one line: {\"file\", \"ok\",\n"
@@ -39,24 +40,64 @@ static const char usage[] =
     "              \"file_size\", \"tensors_checked\", \"notes\": [...],\n"
     "              \"error\": null or {\"message\", \"code\", \"offset\"}}; the\n"
     "              error is also printed on stderr\n"
+    "  --jobs N    files checked at once, on threads (default: the online\n"
+    "              CPUs, at most 8; 1: one after the other)\n"
     "  -h, --help  show this help\n"
     "\n"
     "Exit status: 0 intact, 1 damaged or unreadable, 2 usage error.\n";
+
+/* What checking one file found, kept until it is printed (files are
+ * checked ahead on threads with several FILEs and --jobs). */
+typedef struct verify_result {
+    int opened, skipped, failed;
+    ckpt_error first; /* why tensors were not checked (skipped) */
+    ckpt_error err;   /* the failure */
+    ckpt_info info;
+    char *version; /* info.version, copied */
+    char **notes;  /* the library's notes, in order */
+    size_t nnotes;
+    int oom;
+} verify_result;
 
 typedef struct verify_opts {
     int json, multi;
     sbuf notes;   /* --json: the notes as JSON strings, ", "-separated */
     progress bar; /* on a terminal, for a long check */
     uint64_t last;
+    verify_result *res; /* one per FILE */
+    int cur;            /* the file printed */
 } verify_opts;
+
+/* The progress of one file's check: only with one FILE (several files:
+ * cli_batch() draws one bar for them all, and checks may run on threads). */
+typedef struct verify_run {
+    verify_opts *o;
+    verify_result *r;
+} verify_run;
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
-    verify_opts *o = ctx;
-    if (o->multi) return; /* several files: cli_batch() draws one bar for them all */
+    verify_opts *o = ((verify_run *)ctx)->o;
+    if (o->multi) return;
     if (o->bar.total == 0 && total > 0) progress_start(&o->bar, total, "verifying");
     if (done > o->last) progress_advance(&o->bar, done - o->last);
     o->last = done;
+}
+
+static void keep_note(void *ctx, const char *line)
+{
+    verify_result *r = ((verify_run *)ctx)->r;
+    char **p = realloc(r->notes, (r->nnotes + 1) * sizeof *p);
+    char *copy = malloc(strlen(line) + 1);
+    if (!p || !copy) {
+        if (p) r->notes = p;
+        free(copy);
+        r->oom = 1;
+        return;
+    }
+    r->notes = p;
+    strcpy(copy, line);
+    r->notes[r->nnotes++] = copy;
 }
 
 /* A line of the library's text, escaped (cli_escape). */
@@ -100,22 +141,20 @@ static void json_error(const ckpt_error *err)
 
 /* One line: {"file", "ok", "format", "version", "tensors", "storages",
  * "bytes", "file_size", "tensors_checked", "notes", "error"}. */
-static void print_json(verify_opts *o, const char *path, ckpt_file *f, int skipped,
+static void print_json(verify_opts *o, const char *path, const ckpt_info *info, int skipped,
                        const ckpt_error *err)
 {
-    ckpt_info info;
     fputs("{\"file\": ", stdout);
     cli_json_string(stdout, path, strlen(path));
     printf(", \"ok\": %s, \"format\": ", err ? "false" : "true");
-    if (f) {
-        ckpt_get_info(f, &info);
-        printf("\"%s\", \"version\": ", ckpt_format_name(info.format));
-        cli_json_string(stdout, info.version ? info.version : "",
-                        info.version ? strlen(info.version) : 0);
+    if (info) {
+        printf("\"%s\", \"version\": ", ckpt_format_name(info->format));
+        cli_json_string(stdout, info->version ? info->version : "",
+                        info->version ? strlen(info->version) : 0);
         printf(", \"tensors\": %zu, \"storages\": %zu, \"bytes\": %llu, "
                "\"file_size\": %llu, \"tensors_checked\": %s",
-               info.tensor_count, info.storage_count, (unsigned long long)info.total_bytes,
-               (unsigned long long)info.file_size, skipped ? "false" : "true");
+               info->tensor_count, info->storage_count, (unsigned long long)info->total_bytes,
+               (unsigned long long)info->file_size, skipped ? "false" : "true");
     } else {
         fputs("null, \"version\": null, \"tensors\": null, \"storages\": null, "
               "\"bytes\": null, \"file_size\": null, \"tensors_checked\": false",
@@ -131,110 +170,170 @@ static void print_json(verify_opts *o, const char *path, ckpt_file *f, int skipp
     fputs("}\n", stdout);
 }
 
-static int verify_one(const char *path, void *ctx)
+/* Check FILE i: no output (it may run on a worker thread). */
+static void verify_prepare(int i, const char *path, void *ctx)
 {
     verify_opts *o = ctx;
-    int r, skipped = 0;
+    verify_result *res = &o->res[i];
+    verify_run run;
     ckpt_options opt;
-    ckpt_error err, first;
+    ckpt_error err;
     ckpt_file *f;
-    ckpt_info info;
-    size_t i, nn;
-    char b1[32], b2[32], b3[32];
+    size_t k, nn;
 
-    o->notes.len = 0;
+    run.o = o;
+    run.r = res;
     cli_options(&opt);
     memset(&err, 0, sizeof err);
     err.offset = -1;
     f = cli_open_input(path, &opt, &err);
     if (!f && err.code == CKPT_E_UNSUPPORTED) {
         /* a layout ckpt does not read: verify the rest of the file */
-        first = err;
+        res->first = err;
         opt.skip_tensors = 1;
         memset(&err, 0, sizeof err);
         err.offset = -1;
         f = cli_open_input(path, &opt, &err);
         if (f)
-            skipped = 1;
+            res->skipped = 1;
         else
-            err = first;
+            err = res->first;
     }
     if (!f) { /* the library names a damaged record when damage stops the open */
-        if (o->json) print_json(o, path, NULL, 0, &err); /* one line per file, always */
-        fflush(stdout);
-        return cli_report(path, &err);
+        res->err = err;
+        res->failed = 1;
+        return;
     }
+    res->opened = 1;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_verify_progress(f, keep_note, on_progress, &run, &err) != 0) {
+        res->err = err;
+        res->failed = 1;
+    }
+    if (!o->multi) progress_finish(&o->bar);
+    nn = ckpt_note_count(f);
+    for (k = 0; k < nn; k++) {
+        const char *n = ckpt_note_at(f, k);
+        keep_note(&run, n ? n : "");
+    }
+    ckpt_get_info(f, &res->info);
+    if (res->info.version) {
+        res->version = malloc(strlen(res->info.version) + 1);
+        if (res->version) strcpy(res->version, res->info.version);
+    }
+    res->info.version = res->version ? res->version : "";
+    ckpt_close(f);
+}
 
-    if (skipped) {
+static void free_result(verify_result *r)
+{
+    size_t k;
+    for (k = 0; k < r->nnotes; k++) free(r->notes[k]);
+    free(r->notes);
+    free(r->version);
+    memset(r, 0, sizeof *r);
+}
+
+/* Print what verify_prepare() found for the next FILE. */
+static int verify_one(const char *path, void *ctx)
+{
+    verify_opts *o = ctx;
+    verify_result *res = &o->res[o->cur++];
+    const ckpt_info *info = &res->info;
+    size_t k;
+    int r = CLI_OK;
+    char b1[32], b2[32], b3[32];
+
+    o->notes.len = 0;
+    if (res->oom) {
+        free_result(res);
+        return cli_error("out of memory");
+    }
+    if (!res->opened) {
+        if (o->json) print_json(o, path, NULL, 0, &res->err); /* one line per file, always */
+        fflush(stdout);
+        r = cli_report(path, &res->err);
+        free_result(res);
+        return r;
+    }
+    if (res->skipped) {
         if (o->json) {
-            char line[sizeof first.message + 32];
-            snprintf(line, sizeof line, "tensors not checked: %s", first.message);
+            char line[sizeof res->first.message + 32];
+            snprintf(line, sizeof line, "tensors not checked: %s", res->first.message);
             print_note(o, line);
         } else {
             fputs("note: tensors not checked: ", stdout);
-            put_clean(first.message);
+            put_clean(res->first.message);
             putchar('\n');
         }
     }
-    memset(&err, 0, sizeof err);
-    err.offset = -1;
-    memset(&o->bar, 0, sizeof o->bar);
-    o->last = 0;
-    r = ckpt_verify_progress(f, print_note, on_progress, o, &err);
-    progress_finish(&o->bar);
-    nn = ckpt_note_count(f);
-    for (i = 0; i < nn; i++) {
-        const char *n = ckpt_note_at(f, i);
-        print_note(o, n ? n : "");
-    }
-    if (o->json) print_json(o, path, f, skipped, r != 0 ? &err : NULL);
-    if (r != 0) {
+    for (k = 0; k < res->nnotes; k++) print_note(o, res->notes[k]);
+    if (o->json) print_json(o, path, info, res->skipped, res->failed ? &res->err : NULL);
+    if (res->failed) {
         fflush(stdout);
-        r = cli_report(path, &err);
-        ckpt_close(f);
+        r = cli_report(path, &res->err);
+        free_result(res);
         return r;
     }
     if (o->json) {
-        ckpt_close(f);
+        free_result(res);
         return CLI_OK;
     }
-    ckpt_get_info(f, &info);
     fputs("ok: ", stdout);
     put_clean(path);
-    printf(": %s", ckpt_format_name(info.format));
-    if (info.version && info.version[0]) {
+    printf(": %s", ckpt_format_name(info->format));
+    if (info->version && info->version[0]) {
         fputs(" (version ", stdout);
-        put_clean(info.version);
+        put_clean(info->version);
         putchar(')');
     }
-    if (skipped)
-        printf(", %s storage%s", cli_grouped(info.storage_count, b1, sizeof b1),
-               info.storage_count == 1 ? "" : "s");
+    if (res->skipped)
+        printf(", %s storage%s", cli_grouped(info->storage_count, b1, sizeof b1),
+               info->storage_count == 1 ? "" : "s");
     else
         printf(", %s tensor%s in %s storage%s (%s bytes of tensor data)",
-               cli_grouped(info.tensor_count, b1, sizeof b1), info.tensor_count == 1 ? "" : "s",
-               cli_grouped(info.storage_count, b2, sizeof b2), info.storage_count == 1 ? "" : "s",
-               cli_grouped(info.total_bytes, b3, sizeof b3));
-    printf(", file of %s bytes\n", cli_grouped(info.file_size, b1, sizeof b1));
-    ckpt_close(f);
+               cli_grouped(info->tensor_count, b1, sizeof b1), info->tensor_count == 1 ? "" : "s",
+               cli_grouped(info->storage_count, b2, sizeof b2), info->storage_count == 1 ? "" : "s",
+               cli_grouped(info->total_bytes, b3, sizeof b3));
+    printf(", file of %s bytes\n", cli_grouped(info->file_size, b1, sizeof b1));
+    free_result(res);
     return CLI_OK;
 }
 
 int cmd_verify(int argc, char **argv)
 {
-    int nops = 0, r;
+    int nops = 0, r, jobs = cli_default_jobs(), i;
     char **ops;
+    const char *jobs_arg = NULL;
     verify_opts o;
     const cli_option options[] = {
         {"--json", 0, 0, NULL, &o.json},
+        {"--jobs", 'j', 1, &jobs_arg, NULL},
     };
 
     memset(&o, 0, sizeof o);
     r = cli_parse_files(argc, argv, options, sizeof options / sizeof options[0], usage, &ops,
                         &nops);
+    if (r == CLI_CONTINUE && jobs_arg) {
+        char *end;
+        long v = strtol(jobs_arg, &end, 10);
+        if (*jobs_arg == '\0' || *end != '\0' || v < 1 || v > 64)
+            r = cli_usage_error("verify: --jobs takes a number from 1 to 64, not '%s'", jobs_arg);
+        else
+            jobs = (int)v;
+    }
+    for (i = 0; r == CLI_CONTINUE && i < nops; i++)
+        if (strcmp(ops[i], "-") == 0) jobs = 1; /* standard input is spooled once, here */
     if (r == CLI_CONTINUE) {
         o.multi = nops > 1;
-        r = cli_batch(ops, nops, o.json, verify_one, &o);
+        o.res = calloc((size_t)nops, sizeof *o.res);
+        if (!o.res)
+            r = cli_error("out of memory");
+        else
+            r = cli_batch_jobs(ops, nops, o.json, verify_prepare, jobs, verify_one, &o);
+        for (i = 0; o.res && i < nops; i++) free_result(&o.res[i]);
+        free(o.res);
     }
     sb_free(&o.notes);
     free(ops);

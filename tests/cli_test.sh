@@ -189,6 +189,7 @@ for c in $COMMANDS; do
     case $c in
     cat) run cat "$MISSING" x ;;
     convert) run convert "$MISSING" "$TMP/never.safetensors" ;;
+    diff) run diff "$MISSING" "$MISSING"; [ "$RC" -eq 2 ] && RC=1 ;; # diff: 1 is "they differ", trouble is 2
     *) run "$c" "$MISSING" ;;
     esac
     check "ckpt $c on a missing file: exit 1, one line" "$(why_not_file_error "$MISSING")"

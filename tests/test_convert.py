@@ -8,8 +8,8 @@ see tests/test_fixtures.py) whose "error" is null and whose format is not
 torchscript:
 
   * `CKPT convert [--key K] F OUT` must exit 0 with nothing on stderr; when
-    the fixture has tensors safetensors has no dtype for (complex, float8
-    fnuz/e8m0), that must instead exit 1 with one stderr line naming them and
+    the fixture has tensors safetensors has no dtype for (complex128,
+    complex32, float8 fnuz/e8m0; complex64 is written as C64), that must instead exit 1 with one stderr line naming them and
     leave nothing in the output directory, and `--skip-unsupported` must
     succeed with a warning.
   * OUT is parsed here: u64 little-endian header length N, N bytes of JSON
@@ -49,11 +49,11 @@ ST_DTYPE = {
     "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
     "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
     "bool": "BOOL", "uint16": "U16", "uint32": "U32", "uint64": "U64",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "complex64": "C64",
 }
 ST_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4,
            "I16": 2, "I8": 1, "U8": 1, "BOOL": 1, "U16": 2, "U32": 4, "U64": 8,
-           "F8_E4M3": 1, "F8_E5M2": 1}
+           "F8_E4M3": 1, "F8_E5M2": 1, "C64": 8}
 MAX_HEADER = 100000000
 
 # Fixtures also checked against torch.load when torch is there.
@@ -425,7 +425,8 @@ import json, struct, sys, torch
 src, out = sys.argv[1], sys.argv[2]
 DT = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
       "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
-      "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+      "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+      "C64": torch.complex64}
 blob = open(out, "rb").read()
 n = struct.unpack("<Q", blob[:8])[0]
 header = json.loads(blob[8:8 + n])

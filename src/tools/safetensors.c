@@ -380,7 +380,10 @@ const char *ckpt_safetensors_dtype(ckpt_dtype dtype)
     case CKPT_UINT64: return "U64";
     case CKPT_FLOAT8_E4M3FN: return "F8_E4M3";
     case CKPT_FLOAT8_E5M2: return "F8_E5M2";
-    default: return NULL; /* complex, float8 fnuz and e8m0, and dtypes newer than this file */
+    case CKPT_COMPLEX64: return "C64"; /* two little-endian float32: real, imaginary */
+    default:
+        return NULL; /* complex128 and complex32, float8 fnuz and e8m0, and dtypes newer
+                        than this file */
     }
 }
 
@@ -1112,6 +1115,133 @@ static int report_left_out(exporter *x, const size_t *idx, size_t n, int raw)
     return r;
 }
 
+static int meta_add(exporter *x, const char *key, size_t klen, const char *val, size_t vlen,
+                    int config);
+
+/* Tied weights: the same view of one storage.  Entries are sorted by
+ * view, then by name, so that the first of a run is the one kept. */
+static int same_view(const ckpt_tensor *a, const ckpt_tensor *b)
+{
+    uint32_t d;
+    if (a->storage != b->storage || a->dtype != b->dtype || a->ndim != b->ndim ||
+        a->storage_offset != b->storage_offset)
+        return 0;
+    for (d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return 0;
+    return 1;
+}
+
+static int cmp_view(const void *pa, const void *pb)
+{
+    const ckpt_safetensors_entry *a = *(const ckpt_safetensors_entry *const *)pa;
+    const ckpt_safetensors_entry *b = *(const ckpt_safetensors_entry *const *)pb;
+    const ckpt_tensor *ta = a->tensor, *tb = b->tensor;
+    uint32_t d;
+    if (ta->storage != tb->storage) return ta->storage < tb->storage ? -1 : 1;
+    if (ta->storage_offset != tb->storage_offset)
+        return ta->storage_offset < tb->storage_offset ? -1 : 1;
+    if (ta->dtype != tb->dtype) return ta->dtype < tb->dtype ? -1 : 1;
+    if (ta->ndim != tb->ndim) return ta->ndim < tb->ndim ? -1 : 1;
+    for (d = 0; d < ta->ndim; d++) {
+        if (ta->shape[d] != tb->shape[d]) return ta->shape[d] < tb->shape[d] ? -1 : 1;
+        if (ta->stride[d] != tb->stride[d]) return ta->stride[d] < tb->stride[d] ? -1 : 1;
+    }
+    return strcmp(a->name, b->name);
+}
+
+/* dedupe_tied and select: mark the aliases (kept[i]: the entry i is
+ * written as, i itself when written), ask select about the kept ones,
+ * drop the rest, record the aliases in the metadata, lay the data out
+ * again. */
+static int tie_and_select(exporter *x)
+{
+    exporter *p = x;
+    size_t n = p->n, i, k, ntied = 0, nshown = 0;
+    size_t *kept = malloc((n ? n : 1) * sizeof *kept);
+    ckpt_safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
+    unsigned char *keep = calloc(n ? n : 1, 1);
+    sbuf m;
+    uint64_t pos = 0;
+    int r = 0;
+
+    memset(&m, 0, sizeof m);
+    if (!kept || !order || !keep) {
+        free(kept);
+        free(order);
+        free(keep);
+        return nomem(x);
+    }
+    for (i = 0; i < n; i++) {
+        kept[i] = i;
+        order[i] = &p->ents[i];
+    }
+    if (x->o.dedupe_tied && n > 1) {
+        qsort(order, n, sizeof *order, cmp_view);
+        for (i = 0; i < n; i = k) {
+            size_t first = (size_t)(order[i] - p->ents);
+            for (k = i + 1; k < n && same_view(order[i]->tensor, order[k]->tensor); k++)
+                if (order[i]->tensor->nbytes > 0) kept[order[k] - p->ents] = first;
+        }
+    }
+    for (i = 0; i < n; i++)
+        keep[i] = kept[i] == i && (!x->o.select || x->o.select(x->o.ctx, p->ents[i].tensor));
+    /* the aliases of what is written: "alias": "kept" in the metadata, after
+     * the keys loaders look for (first wins: collect_metadata() adds them
+     * again in vain) */
+    {
+        const char *fmt = ckpt_format_name(x->info.format);
+        if (meta_add(x, "format", 6, "pt", 2, 0) != 0 ||
+            meta_add(x, "ckpt.source_format", 18, fmt, strlen(fmt), 0) != 0)
+            r = -1;
+    }
+    for (i = 0; i < n && r == 0; i++) {
+        const char *a = p->ents[i].name, *b = p->ents[kept[i]].name;
+        if (kept[i] == i || !keep[kept[i]]) continue;
+        r = meta_add(x, a, strlen(a), b, strlen(b), 0);
+        if (++ntied <= NAMES_SHOWN) {
+            sb_str(&m, nshown++ ? ", " : "");
+            put_shown_name(&m, p->ents[i].tensor->name);
+            sb_str(&m, " -> ");
+            put_shown_name(&m, p->ents[kept[i]].tensor->name);
+        }
+    }
+    if (r == 0 && ntied > 0) {
+        if (ntied > nshown) {
+            char more[48];
+            snprintf(more, sizeof more, ", ... (%zu more)", ntied - nshown);
+            sb_str(&m, more);
+        }
+        if (m.oom)
+            r = nomem(x);
+        else
+            warn(x,
+                 "%zu tied tensor%s (the same storage viewed the same way) written once, as "
+                 "safetensors' save_model() does; \"__metadata__\" maps each name left out to "
+                 "the one kept: %s",
+                 ntied, ntied == 1 ? "" : "s", m.p);
+    }
+    sb_free(&m);
+    /* drop what is not written; lay the rest out again */
+    for (i = 0, k = 0; i < n; i++) {
+        if (!keep[i]) {
+            free((char *)p->ents[i].name);
+            continue;
+        }
+        p->ents[k] = p->ents[i];
+        p->ents[k].begin = pos;
+        pos += p->ents[k].tensor->nbytes;
+        p->ents[k].end = pos;
+        k++;
+    }
+    p->n = k;
+    p->data_size = pos;
+    set_free(&x->names); /* it pointed at names just freed; not used again */
+    free(kept);
+    free(order);
+    free(keep);
+    return r;
+}
+
 static int collect_tensors(exporter *x)
 {
     exporter *p = x;
@@ -1189,6 +1319,7 @@ static int collect_tensors(exporter *x)
         sb_free(&name);
     }
     p->data_size = pos;
+    if (r == 0 && (x->o.dedupe_tied || x->o.select)) r = tie_and_select(x);
     return r == 0 ? 0 : -1;
 }
 

@@ -194,7 +194,8 @@ int main(int argc, char **argv)
     CHECK_STR(ckpt_safetensors_dtype(CKPT_FLOAT32), "F32");
     CHECK_STR(ckpt_safetensors_dtype(CKPT_BFLOAT16), "BF16");
     CHECK_STR(ckpt_safetensors_dtype(CKPT_FLOAT8_E4M3FN), "F8_E4M3");
-    CHECK(ckpt_safetensors_dtype(CKPT_COMPLEX64) == NULL);
+    CHECK_STR(ckpt_safetensors_dtype(CKPT_COMPLEX64), "C64");
+    CHECK(ckpt_safetensors_dtype(CKPT_COMPLEX128) == NULL);
     CHECK(ckpt_safetensors_dtype(CKPT_FLOAT8_E8M0FNU) == NULL);
 
     SECTION("ckpt_crc32 equals zlib's");
