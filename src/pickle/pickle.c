@@ -101,14 +101,7 @@ static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item)
 /* Room for exactly n more items (no doubling waste). */
 static int reserve(machine *m, ckpt_value *v, size_t n)
 {
-    if (v->u.seq.cap - v->u.seq.n >= n) return 0;
-    if (n > SIZE_MAX / sizeof *v->u.seq.v - v->u.seq.n) return OOM();
-    ckpt_value **nv = ck_alloc(m->u->arena, (v->u.seq.n + n) * sizeof *nv);
-    if (!nv) return OOM();
-    if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
-    v->u.seq.v = nv;
-    v->u.seq.cap = v->u.seq.n + n;
-    return 0;
+    return ck_seq_room(m->u, v, n, true) ? OOM() : 0;
 }
 
 static int copied(machine *m, uint64_t words)
@@ -280,7 +273,8 @@ static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, 
     if (n) {
         v->u.seq.v = (ckpt_value **)(v + 1);
         memcpy(v->u.seq.v, items, n * sizeof(ckpt_value *));
-        v->u.seq.n = v->u.seq.cap = n;
+        v->u.seq.n = n;
+        v->aux2 = CK_SEQ_EXACT;
     }
     return v;
 }
@@ -769,11 +763,8 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
         case CK_TAG_COPYREG_NEWOBJ: /* __newobj__(cls, *args); not of itself: no chains */
             if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid != CK_TAG_COPYREG_NEWOBJ) {
                 CK_TRY(copied(m, n));
-                ckpt_value *rest = ck_new(m->u, CKPT_V_TUPLE);
+                ckpt_value *rest = new_seq_from(m, CKPT_V_TUPLE, a + 1, n - 1);
                 if (!rest) return OOM();
-                CK_TRY(reserve(m, rest, n));
-                for (size_t i = 1; i < n; i++)
-                    if (ck_seq_push(m->u, rest, a[i])) return OOM();
                 return apply(m, a[0], rest, out);
             }
             break;
@@ -1068,7 +1059,13 @@ static int run(machine *m, ckpt_value **result)
             CK_TRY(pop_mark(m, &base));
             if (base == 0 || base <= fence(m)) return PFAIL("APPENDS without a list");
             a = m->stack[base - 1];
-            for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
+            if (a->kind == CKPT_V_LIST) { /* the batch at once: no doubling waste */
+                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
+                a->u.seq.n += m->sp - base;
+            } else {
+                for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
+            }
             m->sp = base;
             break;
         case 's': /* SETITEM */
@@ -1079,8 +1076,15 @@ static int run(machine *m, ckpt_value **result)
             CK_TRY(pop_mark(m, &base));
             if (base == 0 || base <= fence(m)) return PFAIL("SETITEMS without a dict");
             if ((m->sp - base) % 2) return PFAIL("SETITEMS with an odd number of items");
-            for (size_t i = base; i < m->sp; i += 2)
-                CK_TRY(setitem(m, m->stack[base - 1], m->stack[i], m->stack[i + 1]));
+            a = m->stack[base - 1];
+            if (a->kind == CKPT_V_DICT) { /* the batch at once: no doubling waste */
+                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
+                a->u.seq.n += m->sp - base;
+            } else {
+                for (size_t i = base; i < m->sp; i += 2)
+                    CK_TRY(setitem(m, a, m->stack[i], m->stack[i + 1]));
+            }
             m->sp = base;
             break;
         case 0x90: /* ADDITEMS */
