@@ -83,6 +83,9 @@ void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
  * when it is the arena's latest allocation and its block has room, else a
  * new zeroed allocation with the old bytes copied.  NULL on OOM. */
 void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n);
+/* Give back p (n bytes) when it is the arena's latest allocation: true, and
+ * its bytes are zeroed for the next ck_alloc; else false, nothing done. */
+bool ck_alloc_undo(ck_arena *a, void *p, size_t n);
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
 /* Memory held outside the arena but counted against its limit: 0, or -1

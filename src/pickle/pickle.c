@@ -77,6 +77,7 @@ struct ck_machine {
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
     ckpt_value *none, *yes, *no;
     ckpt_value *small[256];
+    ckpt_value no_args; /* an empty TUPLE for calls whose own was given back */
 };
 typedef struct ck_machine machine;
 
@@ -199,6 +200,46 @@ static int line(machine *m, const char **s, size_t *n)
     return 0;
 }
 
+/* ---- temporaries ------------------------------------------------------- */
+/* `GLOBAL collections.OrderedDict, EMPTY_TUPLE, REDUCE` is how torch pickles
+ * every hook dict of a module (a dozen per module): the empty argument tuple
+ * is garbage as soon as the call is made.  A tuple nobody else can reach
+ * (never memoized nor DUPed: `pin`) that is the arena's latest allocation
+ * is given back, and the call sees the machine's own empty tuple instead.
+ * Only for the machine's container calls, which never keep their
+ * arguments. */
+#define PINNED 0x80u /* aux2 of a TUPLE: memoized or DUPed */
+
+static void pin(ckpt_value *v)
+{
+    if (v->kind == CKPT_V_TUPLE) v->aux2 = (uint8_t)(v->aux2 | PINNED);
+}
+
+static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value *args)
+{
+    if (args->kind != CKPT_V_TUPLE || args->u.seq.n || (args->aux2 & PINNED) ||
+        callable->kind != CKPT_V_GLOBAL)
+        return args;
+    switch (callable->gid) {
+    case CK_TAG_ORDEREDDICT:
+    case CK_TAG_DEFAULTDICT:
+    case CK_TAG_DICT:
+    case CK_TAG_LIST:
+    case CK_TAG_SET:
+    case CK_TAG_FROZENSET:
+    case CK_TAG_TUPLE:
+    case CK_TAG_BYTEARRAY:
+    case CK_TAG_BYTES: break; /* with no argument: a new value that keeps none */
+    default: return args;
+    }
+    uint32_t id = args->id;
+    if (ck_alloc_undo(m->u->arena, args, sizeof *args)) {
+        if (id + 1 == m->u->next_id) m->u->next_id = id; /* fewer ids: smaller walk tables */
+        return &m->no_args;
+    }
+    return args;
+}
+
 /* ---- memo ------------------------------------------------------------ */
 /* An array indexed by key, as CPython's own unpickler keeps it; keys must be
  * below max_memo, so a hostile key cannot ask for a huge array. */
@@ -226,6 +267,7 @@ static int memo_put(machine *m, uint64_t key)
     }
     if (!m->mvals[key]) m->mcount++;
     m->mvals[key] = v;
+    pin(v);
     return 0;
 }
 
@@ -898,6 +940,7 @@ static int run(machine *m, ckpt_value **result)
             break;
         case '2': /* DUP */
             if (!(v = top(m))) return -1;
+            pin(v);
             CK_TRY(push(m, v));
             break;
         case 'N': CK_TRY(push(m, new_none(m))); break;
@@ -1183,11 +1226,13 @@ static int run(machine *m, ckpt_value **result)
         }
         case 'R': /* REDUCE */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            b = spare_args(m, a, b);
             CK_TRY(apply(m, a, b, &v));
             CK_TRY(push(m, v));
             break;
         case 0x81: /* NEWOBJ */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            b = spare_args(m, a, b);
             CK_TRY(newobj(m, a, b, &v));
             CK_TRY(push(m, v));
             break;
@@ -1259,6 +1304,7 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     memset(&m, 0, sizeof m);
     m.u = u;
     m.in = in;
+    m.no_args.kind = CKPT_V_TUPLE;
     m.err = err;
     m.p = in->buf;
     m.end = in->buf + in->len;
