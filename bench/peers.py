@@ -11,6 +11,10 @@ inside the process after the interpreter started and after `import torch`
                              return stubs; then write the listing (name,
                              dtype, shape, stride, storage, offset, nbytes) as
                              JSON to /dev/null, like `ckpt ls --json`
+    peers.py parse FILE      the stricter peer: the same unpickler (CPython's C
+                             Unpickler.load() with the stub find_class and
+                             persistent_load) on the same data.pkl, read into
+                             memory first, and nothing else: no walk, no JSON
     peers.py torchload FILE  torch.load(FILE, map_location="cpu") (torch 1.13's
                              default, weights_only=False)
 """
@@ -133,9 +137,31 @@ def unpickle(path):
     return len(out)
 
 
+def parse(path):
+    """Unpickler.load() of data.pkl only (ZIP) or of the object pickle
+    (legacy); the ZIP record is read into memory before the clock starts."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic == b"PK\x03\x04":
+            zf = zipfile.ZipFile(f)
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl"))
+            data = zf.read(name)
+            t0 = time.perf_counter()
+            Unpickler(io.BytesIO(data)).load()
+            return time.perf_counter() - t0
+        for _ in range(3):
+            pickle.load(f)
+        t0 = time.perf_counter()
+        Unpickler(f).load()
+        return time.perf_counter() - t0
+
+
 def main():
     what, path = sys.argv[1], sys.argv[2]
-    if what == "torchload":
+    if what == "parse":
+        dt = parse(path)
+    elif what == "torchload":
         import torch
         t0 = time.perf_counter()
         torch.load(path, map_location="cpu")
