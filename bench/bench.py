@@ -8,8 +8,9 @@ the same rounds as a listing peer.
 
 The last argument runs only the listing, the reading or the conversion rows.
 
-Every command runs under /usr/bin/time -f "%e %M %U %S": peak RSS is its
-%M, CPU time %U + %S; wall time is taken around it here (finer than %e).
+Every command runs under /usr/bin/time -f %M (peak RSS); its CPU time
+(user + system) comes from its rusage (os.wait4); wall time is taken around
+it here.
 Python peers report the time of the operation itself (after interpreter
 start-up and imports), which favours them.  The tools of one group run
 round-robin, 5 times each (3 when the first run took 2 s or more, 1 when 10 s
@@ -50,9 +51,18 @@ def pickle_bytes(path):
     return None
 
 
+def xr(a, b):
+    """a / b as text, "-" when b is 0."""
+    return "%.2f" % (a / b) if b > 0 else "-"
+
+
 def run_once(argv, prep=None):
     """(wall seconds, peak RSS MiB, CPU seconds, whole-process wall seconds)
-    of one run of argv."""
+    of one run of argv.  CPU (user + system) comes from the child's rusage
+    (os.wait4: microseconds, where /usr/bin/time gives 10 ms);
+    a Python peer's time and CPU are those of its operation alone.  Peak RSS
+    is /usr/bin/time's %M: the rusage of a child forked from this Python
+    process would start from this process's own resident size."""
     if prep:
         prep()
     tfile = os.path.join(OUTDIR, ".time")
@@ -63,21 +73,24 @@ def run_once(argv, prep=None):
     peer = argv[0] == PY
     with open(sout if peer else os.devnull, "wb") as so, open(serr, "wb") as se:
         t0 = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-o", tfile, "-f", "%e %M %U %S"] + argv,
-                           stdout=so, stderr=se)
+        p = subprocess.Popen(["/usr/bin/time", "-o", tfile, "-f", "%M"] + argv,
+                             stdout=so, stderr=se)
+        _, status, ru = os.wait4(p.pid, 0)
         wall = proc_wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         with open(serr, "rb") as f:
             err = f.read().decode("utf-8", "replace").strip()
         sys.exit("bench: %s failed (status %d): %s" % (" ".join(argv), p.returncode, err[-500:]))
     with open(tfile) as f:
-        fields = f.read().split()[-4:]
-    rss = int(fields[1]) / 1024.0
-    cpu = float(fields[2]) + float(fields[3])
+        rss = int(f.read().split()[-1]) / 1024.0
+    cpu = ru.ru_utime + ru.ru_stime  # of time(1) and the tool: time's own is ~0
     with open(sout if peer else os.devnull, "rb") as f:
         for line in f.read().decode("utf-8", "replace").splitlines():
             if line.startswith("TIME "):  # a Python peer timed its operation itself
                 wall = float(line.split()[1])
+            if line.startswith("CPU "):  # and its CPU time
+                cpu = float(line.split()[1])
     return wall, rss, cpu, proc_wall
 
 
@@ -142,7 +155,8 @@ def main():
         add(tag, "list", tools[0][0], ms[0],
             "%.2f bytes of peak RSS per data.pkl byte" % (ms[0][1] * 1048576 / pk) if pk else "")
         for (tool, _), m in zip(tools[1:], ms[1:]):
-            add(tag, "list", tool, m, "ckpt %.1fx faster" % (m[0] / ms[0][0]))
+            add(tag, "list", tool, m, "ckpt %.1fx faster (CPU: %s)"
+                % (m[0] / ms[0][0], xr(m[2], ms[0][2])))
 
     for tag, name, _ in INPUTS if only in (None, "read") else []:
         if tag not in ("b", "c"):
@@ -154,7 +168,8 @@ def main():
         ms = measure_group([(argv, None, path) for _, argv in tools])
         for (tool, _), m in zip(tools, ms):
             add(tag, "read", tool, m, "" if tool.startswith("cat") else
-                "%s/cat = %.2f" % (tool.split(" ")[0], m[0] / ms[-1][0]))
+                "%s/cat = %.2f (CPU: %s)" % (tool.split(" ")[0], m[0] / ms[-1][0],
+                                             xr(m[2], ms[-1][2])))
 
     out = os.path.join(OUTDIR, "out.safetensors")
     cpo = os.path.join(OUTDIR, "cp.out")
@@ -202,17 +217,21 @@ def main():
         print("| %s | %s | %s |" % (text, value, "met" if ok else "MISSED"))
 
     if only in (None, "list"):
+        # speed targets are judged by CPU time (user + system), which other
+        # jobs on a shared VM disturb far less than wall time; both are shown
         ck_a = res[("a", "list", "ckpt ls --json")]
-        up_a = res[("a", "list", "CPython unpickler")]
-        pa_a = res[("a", "list", "CPython Unpickler.load()")]
-        target("listing (a) >= 10x faster than CPython's unpickler (listing)",
-               "%.1fx" % (up_a[0] / ck_a[0]), up_a[0] / ck_a[0] >= 10)
-        target("listing (a) >= 15x faster than CPython's Unpickler.load() alone "
-               "(3x main's 5x)", "%.1fx" % (pa_a[0] / ck_a[0]), pa_a[0] / ck_a[0] >= 15)
+
+        def faster(peer, want, text):
+            cpu = peer[2] / ck_a[2] if ck_a[2] > 0 else float("inf")
+            target(text, "%.1fx (wall %.1fx)" % (cpu, peer[0] / ck_a[0]), cpu >= want)
+
+        faster(res[("a", "list", "CPython unpickler")], 10,
+               "listing (a) >= 10x faster than CPython's unpickler (listing), by CPU")
+        faster(res[("a", "list", "CPython Unpickler.load()")], 15,
+               "listing (a) >= 15x faster than CPython's Unpickler.load() alone, by CPU")
         if BASE:
-            mn_a = res[("a", "list", "main: ckpt ls --json")]
-            target("listing (a) >= 3x faster than main", "%.2fx" % (mn_a[0] / ck_a[0]),
-                   mn_a[0] / ck_a[0] >= 3)
+            faster(res[("a", "list", "main: ckpt ls --json")], 3,
+                   "listing (a) >= 3x faster than main, by CPU")
         target("listing (a) peak RSS <= 32 MiB", "%.1f MiB" % ck_a[1], ck_a[1] <= 32)
         for tag in ("a", "d", "e"):
             m = res[(tag, "list", "ckpt ls --json")]
@@ -231,8 +250,9 @@ def main():
         cat = res[(tag, "read", "cat > /dev/null")]
         for tool in ("ckpt cat (every tensor)", "C API read loop"):
             m = res[(tag, "read", tool)]
-            target("reading (%s): %s <= 1.2x cat time" % (tag, tool), "%.2fx" % (m[0] / cat[0]),
-                   m[0] / cat[0] <= 1.2)
+            cpu = m[2] / cat[2] if cat[2] > 0 else float("inf")
+            target("reading (%s): %s <= 1.2x cat, by CPU" % (tag, tool),
+                   "%.2fx (wall %.2fx)" % (cpu, m[0] / cat[0]), cpu <= 1.2)
     for tag in ("b", "c") if only in (None, "convert") else ():
         ck = res[(tag, "convert", "ckpt convert")]
         cp = res[(tag, "convert", "cp")]

@@ -97,7 +97,7 @@ void ck_mem_release(ck_arena *a, uint64_t n);
 /* 8 bytes a slot and 16 an entry (keys up to 4 GiB, values below 2^32: they
  * are indices), at most half the slots used: about 32 bytes a key. */
 typedef struct ck_map_slot {
-    uint32_t tag; /* the hash's high half */
+    uint32_t tag; /* the hash's low half (the home index is tag & (cap - 1)) */
     uint32_t idx; /* entry index + 1, 0 = empty */
 } ck_map_slot;
 typedef struct ck_map_entry {

@@ -294,7 +294,7 @@ bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val)
 {
     if (!m->cap) return false;
     uint64_t h = ck_hash(k, n);
-    uint32_t tag = (uint32_t)(h >> 32);
+    uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         const ck_map_slot *sl = &m->slots[i];
@@ -321,10 +321,12 @@ int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old)
     return map_insert(m, k, n, val, ck_hash(k, n), true, old);
 }
 
-/* Rehash into ncap slots (a power of two), entries room for ncap / 2. */
+/* Into ncap slots (a power of two, at most 2^32: a slot's tag, the hash's
+ * low half, then still holds every bit of its home index), entries room
+ * for ncap / 2.  No key is hashed again. */
 static int map_resize(ck_map *m, size_t ncap)
 {
-    if (ncap > SIZE_MAX / sizeof(ck_map_slot) || ncap / 2 > UINT32_MAX) return -1;
+    if (ncap > SIZE_MAX / sizeof(ck_map_slot) || ncap > ((size_t)1 << 31) * 2) return -1;
     ck_map_slot *slots = calloc(ncap, sizeof *slots);
     ck_map_entry *entries = realloc(m->entries, ncap / 2 * sizeof *entries);
     if (!slots || !entries) {
@@ -333,13 +335,11 @@ static int map_resize(ck_map *m, size_t ncap)
         return -1;
     }
     m->entries = entries;
-    for (size_t e = 0; e < m->count; e++) { /* from the entries: no old slot array walk */
-        const ck_map_entry *x = &entries[e];
-        uint64_t h = ck_hash(x->key, x->len);
-        size_t j = (size_t)h & (ncap - 1);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].idx) continue;
+        size_t j = (size_t)m->slots[i].tag & (ncap - 1);
         while (slots[j].idx) j = (j + 1) & (ncap - 1);
-        slots[j].tag = (uint32_t)(h >> 32);
-        slots[j].idx = (uint32_t)(e + 1);
+        slots[j] = m->slots[i];
     }
     free(m->slots);
     m->slots = slots;
@@ -362,7 +362,7 @@ static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h
 {
     if (n > UINT32_MAX || val > UINT32_MAX) return -1;
     if ((m->count + 1) * 2 > m->cap && map_resize(m, m->cap ? m->cap * 2 : 64)) return -1;
-    uint32_t tag = (uint32_t)(h >> 32);
+    uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     size_t i = (size_t)h & mask;
     for (; m->slots[i].idx; i = (i + 1) & mask) {

@@ -914,8 +914,8 @@ static int run(machine *m, ckpt_value **result)
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
         size_t base = 0;
-        const char *s;
-        size_t n;
+        const char *s = NULL; /* set by line() before use; -O2 cannot tell */
+        size_t n = 0;
         switch (op) {
         case '.': /* STOP */
             if (!(v = pop(m))) return -1;
@@ -1187,8 +1187,8 @@ static int run(machine *m, ckpt_value **result)
             break;
         case 'c':
         case 'i': { /* GLOBAL, INST */
-            const char *mod, *name;
-            size_t mn, nn;
+            const char *mod = NULL, *name = NULL;
+            size_t mn = 0, nn = 0;
             CK_TRY(line(m, &mod, &mn));
             CK_TRY(line(m, &name, &nn));
             CK_TRY(make_global(m, mod, mn, name, nn));
