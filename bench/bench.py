@@ -153,7 +153,8 @@ def main():
         ms = measure_group([(argv, None, path) for _, argv in tools])
         pk = pickle_bytes(path)
         add(tag, "list", tools[0][0], ms[0],
-            "%.2f bytes of peak RSS per data.pkl byte" % (ms[0][1] * 1048576 / pk) if pk else "")
+            "%.2f bytes of peak RSS per data.pkl byte" % (ms[0][1] * 1048576 / pk)
+            if pk and pk > (1 << 20) else "")
         for (tool, _), m in zip(tools[1:], ms[1:]):
             add(tag, "list", tool, m, "ckpt %.1fx faster (CPU: %s)"
                 % (m[0] / ms[0][0], xr(m[2], ms[0][2])))
