@@ -8,6 +8,10 @@
   big_1g_zip.pt       1 GiB in 64 float32 tensors of 16 MiB, ZIP
   big_1g_legacy.pt    the same tensors as a legacy stream
                       (_use_new_zipfile_serialization=False)
+  model_100k_modules.pt
+                      torch.save(model) of a whole model (not its state
+                      dict): nn.Sequential of 100,000 nn.Linear(4, 4)
+  sd_1m.pt            a state dict of 1,000,000 one-element float32 tensors
 
 A file that already exists with a matching OUTDIR/.stamp-NAME is kept, so the
 inputs are made once per workdir.
@@ -54,11 +58,28 @@ def big():
     return sd
 
 
+def model(n=100_000):
+    torch.manual_seed(3)
+    return torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(n)])
+
+
+def million(n=1_000_000):
+    sd = collections.OrderedDict()
+    z = torch.zeros(1)
+    for i in range(n):
+        sd["l%d.w" % i] = z.clone()
+    return sd
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     if not stamp_ok(outdir, "small_100k_zip.pt"):
         save(outdir, "small_100k_zip.pt", small())
+    if not stamp_ok(outdir, "model_100k_modules.pt"):
+        save(outdir, "model_100k_modules.pt", model())
+    if not stamp_ok(outdir, "sd_1m.pt"):
+        save(outdir, "sd_1m.pt", million())
     need_zip = not stamp_ok(outdir, "big_1g_zip.pt")
     need_legacy = not stamp_ok(outdir, "big_1g_legacy.pt")
     if need_zip or need_legacy:

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The Python peers the benchmark compares ckpt with.  Each prints, as its
-last line, "TIME <seconds>": the time of the operation itself, measured
-inside the process after the interpreter started and after `import torch`
-(so Python's start-up is NOT counted against the peers).
+last lines, "TIME <seconds>" and "CPU <seconds>": the wall and CPU time of
+the operation itself, measured inside the process after the interpreter
+started and after `import torch` (so Python's start-up is NOT counted
+against the peers).
 
     peers.py unpickle FILE   list the tensors the way converters do without
                              torch: zipfile (or the legacy stream's pickles)
@@ -11,6 +12,10 @@ inside the process after the interpreter started and after `import torch`
                              return stubs; then write the listing (name,
                              dtype, shape, stride, storage, offset, nbytes) as
                              JSON to /dev/null, like `ckpt ls --json`
+    peers.py parse FILE      the stricter peer: the same unpickler (CPython's C
+                             Unpickler.load() with the stub find_class and
+                             persistent_load) on the same data.pkl, read into
+                             memory first, and nothing else: no walk, no JSON
     peers.py torchload FILE  torch.load(FILE, map_location="cpu") (torch 1.13's
                              default, weights_only=False)
 """
@@ -133,19 +138,42 @@ def unpickle(path):
     return len(out)
 
 
+def parse(path):
+    """Unpickler.load() of data.pkl only (ZIP) or of the object pickle
+    (legacy); the ZIP record is read into memory before the clock starts."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic == b"PK\x03\x04":
+            zf = zipfile.ZipFile(f)
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl"))
+            data = zf.read(name)
+            t0, c0 = time.perf_counter(), time.process_time()
+            Unpickler(io.BytesIO(data)).load()
+            return time.perf_counter() - t0, time.process_time() - c0
+        for _ in range(3):
+            pickle.load(f)
+        t0, c0 = time.perf_counter(), time.process_time()
+        Unpickler(f).load()
+        return time.perf_counter() - t0, time.process_time() - c0
+
+
 def main():
     what, path = sys.argv[1], sys.argv[2]
-    if what == "torchload":
+    if what == "parse":
+        dt, dc = parse(path)
+    elif what == "torchload":
         import torch
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         torch.load(path, map_location="cpu")
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
     else:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         n = unpickle(path)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         print("%d tensors" % n)
     print("TIME %.6f" % dt)
+    print("CPU %.6f" % dc)  # process_time(): this process's user + system CPU
 
 
 if __name__ == "__main__":

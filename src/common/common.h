@@ -79,6 +79,13 @@ typedef struct ck_arena {
 
 void *ck_alloc(ck_arena *a, size_t n); /* zeroed, 8-aligned; NULL on OOM */
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
+/* Grow the allocation p of `old` bytes (NULL: none) to `n` bytes: in place
+ * when it is the arena's latest allocation and its block has room, else a
+ * new zeroed allocation with the old bytes copied.  NULL on OOM. */
+void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n);
+/* Give back p (n bytes) when it is the arena's latest allocation: true, and
+ * its bytes are zeroed for the next ck_alloc; else false, nothing done. */
+bool ck_alloc_undo(ck_arena *a, void *p, size_t n);
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
 /* Memory held outside the arena but counted against its limit: 0, or -1
@@ -86,14 +93,16 @@ void ck_arena_free(ck_arena *a);
 int ck_mem_charge(ck_arena *a, uint64_t n);
 void ck_mem_release(ck_arena *a, uint64_t n);
 
-/* ---- string -> index hash map (arena backed, insertion ordered ids) ---- */
+/* ---- string -> index hash map (insertion ordered ids) ------------------ */
+/* 8 bytes a slot and 16 an entry (keys up to 4 GiB, values below 2^32: they
+ * are indices), at most half the slots used: about 32 bytes a key. */
 typedef struct ck_map_slot {
-    uint64_t hash;
-    size_t idx; /* entry index + 1, 0 = empty */
+    uint32_t tag; /* the hash's low half (the home index is tag & (cap - 1)) */
+    uint32_t idx; /* entry index + 1, 0 = empty */
 } ck_map_slot;
 typedef struct ck_map_entry {
     const char *key;
-    size_t len, val;
+    uint32_t len, val;
 } ck_map_entry;
 typedef struct ck_map {
     ck_map_slot *slots;
@@ -102,10 +111,13 @@ typedef struct ck_map {
 } ck_map;
 /* Find: returns true and *val when present. */
 bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val);
-/* Insert (key must outlive the map).  Returns -1 on OOM. */
+/* Insert (key must outlive the map).  Returns -1 on OOM (or a value or key
+ * length that does not fit 32 bits). */
 int ck_map_put(ck_map *m, const char *k, size_t n, size_t val);
 /* Insert unless present: 0 inserted, 1 present (*val gets its value), -1 OOM. */
 int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
+/* Room for n keys in all, sized once (0, or -1 on OOM). */
+int ck_map_reserve(ck_map *m, size_t n);
 void ck_map_free(ck_map *m);
 
 /* Grow a malloc'd array so it can hold `need` items (checked). */

@@ -182,6 +182,31 @@ void *ck_alloc(ck_arena *a, size_t n)
     return p;
 }
 
+void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n)
+{
+    if (n <= old) return p;
+    if (n > SIZE_MAX - 8) return NULL;
+    ck_block *b = a->head;
+    size_t o8 = (old + 7u) & ~(size_t)7u, n8 = (n + 7u) & ~(size_t)7u;
+    if (p && b && (char *)p + o8 == (char *)b->data + b->used && n8 - o8 <= b->cap - b->used) {
+        b->used += n8 - o8; /* the block is zeroed past `used` */
+        return p;
+    }
+    void *q = ck_alloc(a, n);
+    if (q && old) memcpy(q, p, old);
+    return q;
+}
+
+bool ck_alloc_undo(ck_arena *a, void *p, size_t n)
+{
+    ck_block *b = a->head;
+    n = (n + 7u) & ~(size_t)7u;
+    if (!p || !b || n > b->used || (char *)p + n != (char *)b->data + b->used) return false;
+    memset(p, 0, n);
+    b->used -= n;
+    return true;
+}
+
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n)
 {
     void *q = ck_alloc(a, n);
@@ -269,11 +294,12 @@ bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val)
 {
     if (!m->cap) return false;
     uint64_t h = ck_hash(k, n);
+    uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         const ck_map_slot *sl = &m->slots[i];
         if (!sl->idx) return false;
-        if (sl->hash != h) continue;
+        if (sl->tag != tag) continue;
         const ck_map_entry *e = &m->entries[sl->idx - 1];
         if (e->len == n && memcmp(e->key, k, n) == 0) {
             if (val) *val = e->val;
@@ -295,43 +321,61 @@ int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old)
     return map_insert(m, k, n, val, ck_hash(k, n), true, old);
 }
 
+/* Into ncap slots (a power of two, at most 2^32: a slot's tag, the hash's
+ * low half, then still holds every bit of its home index), entries room
+ * for ncap / 2.  No key is hashed again. */
+static int map_resize(ck_map *m, size_t ncap)
+{
+    if (ncap > SIZE_MAX / sizeof(ck_map_slot) || ncap > ((size_t)1 << 31) * 2) return -1;
+    ck_map_slot *slots = calloc(ncap, sizeof *slots);
+    ck_map_entry *entries = realloc(m->entries, ncap / 2 * sizeof *entries);
+    if (!slots || !entries) {
+        free(slots);
+        if (entries) m->entries = entries;
+        return -1;
+    }
+    m->entries = entries;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].idx) continue;
+        size_t j = (size_t)m->slots[i].tag & (ncap - 1);
+        while (slots[j].idx) j = (j + 1) & (ncap - 1);
+        slots[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = ncap;
+    return 0;
+}
+
+int ck_map_reserve(ck_map *m, size_t n)
+{
+    size_t ncap = m->cap ? m->cap : 64;
+    while (n * 2 > ncap) {
+        if (ncap > SIZE_MAX / 4) return -1;
+        ncap *= 2;
+    }
+    return ncap > m->cap ? map_resize(m, ncap) : 0;
+}
+
 static int map_insert(ck_map *m, const char *k, size_t n, size_t val, uint64_t h, bool check,
                       size_t *old)
 {
-    if ((m->count + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 64;
-        if (ncap > SIZE_MAX / sizeof(ck_map_slot)) return -1;
-        ck_map_slot *slots = calloc(ncap, sizeof *slots);
-        ck_map_entry *entries = realloc(m->entries, ncap / 2 * sizeof *entries);
-        if (!slots || !entries) {
-            free(slots);
-            if (entries) m->entries = entries;
-            return -1;
-        }
-        m->entries = entries;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].idx) continue;
-            size_t j = (size_t)m->slots[i].hash & (ncap - 1);
-            while (slots[j].idx) j = (j + 1) & (ncap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
-        m->cap = ncap;
-    }
+    if (n > UINT32_MAX || val > UINT32_MAX) return -1;
+    if ((m->count + 1) * 2 > m->cap && map_resize(m, m->cap ? m->cap * 2 : 64)) return -1;
+    uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     size_t i = (size_t)h & mask;
     for (; m->slots[i].idx; i = (i + 1) & mask) {
-        if (!check || m->slots[i].hash != h) continue;
+        if (!check || m->slots[i].tag != tag) continue;
         const ck_map_entry *e = &m->entries[m->slots[i].idx - 1];
         if (e->len == n && memcmp(e->key, k, n) == 0) {
             if (old) *old = e->val;
             return 1;
         }
     }
-    m->entries[m->count] = (ck_map_entry){k, n, val};
-    m->slots[i].hash = h;
-    m->slots[i].idx = ++m->count;
+    m->entries[m->count] = (ck_map_entry){k, (uint32_t)n, (uint32_t)val};
+    m->slots[i].tag = tag;
+    m->slots[i].idx = (uint32_t)++m->count;
     return 0;
 }
 

@@ -77,6 +77,7 @@ struct ck_machine {
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
     ckpt_value *none, *yes, *no;
     ckpt_value *small[256];
+    ckpt_value no_args; /* an empty TUPLE for calls whose own was given back */
 };
 typedef struct ck_machine machine;
 
@@ -101,14 +102,7 @@ static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item)
 /* Room for exactly n more items (no doubling waste). */
 static int reserve(machine *m, ckpt_value *v, size_t n)
 {
-    if (v->u.seq.cap - v->u.seq.n >= n) return 0;
-    if (n > SIZE_MAX / sizeof *v->u.seq.v - v->u.seq.n) return OOM();
-    ckpt_value **nv = ck_alloc(m->u->arena, (v->u.seq.n + n) * sizeof *nv);
-    if (!nv) return OOM();
-    if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
-    v->u.seq.v = nv;
-    v->u.seq.cap = v->u.seq.n + n;
-    return 0;
+    return ck_seq_room(m->u, v, n, true) ? OOM() : 0;
 }
 
 static int copied(machine *m, uint64_t words)
@@ -206,6 +200,46 @@ static int line(machine *m, const char **s, size_t *n)
     return 0;
 }
 
+/* ---- temporaries ------------------------------------------------------- */
+/* `GLOBAL collections.OrderedDict, EMPTY_TUPLE, REDUCE` is how torch pickles
+ * every hook dict of a module (a dozen per module): the empty argument tuple
+ * is garbage as soon as the call is made.  A tuple nobody else can reach
+ * (never memoized nor DUPed: `pin`) that is the arena's latest allocation
+ * is given back, and the call sees the machine's own empty tuple instead.
+ * Only for the machine's container calls, which never keep their
+ * arguments. */
+#define PINNED 0x80u /* aux2 of a TUPLE: memoized or DUPed */
+
+static void pin(ckpt_value *v)
+{
+    if (v->kind == CKPT_V_TUPLE) v->aux2 = (uint8_t)(v->aux2 | PINNED);
+}
+
+static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value *args)
+{
+    if (args->kind != CKPT_V_TUPLE || args->u.seq.n || (args->aux2 & PINNED) ||
+        callable->kind != CKPT_V_GLOBAL)
+        return args;
+    switch (callable->gid) {
+    case CK_TAG_ORDEREDDICT:
+    case CK_TAG_DEFAULTDICT:
+    case CK_TAG_DICT:
+    case CK_TAG_LIST:
+    case CK_TAG_SET:
+    case CK_TAG_FROZENSET:
+    case CK_TAG_TUPLE:
+    case CK_TAG_BYTEARRAY:
+    case CK_TAG_BYTES: break; /* with no argument: a new value that keeps none */
+    default: return args;
+    }
+    uint32_t id = args->id;
+    if (ck_alloc_undo(m->u->arena, args, sizeof *args)) {
+        if (id + 1 == m->u->next_id) m->u->next_id = id; /* fewer ids: smaller walk tables */
+        return &m->no_args;
+    }
+    return args;
+}
+
 /* ---- memo ------------------------------------------------------------ */
 /* An array indexed by key, as CPython's own unpickler keeps it; keys must be
  * below max_memo, so a hostile key cannot ask for a huge array. */
@@ -233,6 +267,7 @@ static int memo_put(machine *m, uint64_t key)
     }
     if (!m->mvals[key]) m->mcount++;
     m->mvals[key] = v;
+    pin(v);
     return 0;
 }
 
@@ -280,7 +315,8 @@ static ckpt_value *new_seq_from(machine *m, ckpt_kind kind, ckpt_value **items, 
     if (n) {
         v->u.seq.v = (ckpt_value **)(v + 1);
         memcpy(v->u.seq.v, items, n * sizeof(ckpt_value *));
-        v->u.seq.n = v->u.seq.cap = n;
+        v->u.seq.n = n;
+        v->aux2 = CK_SEQ_EXACT;
     }
     return v;
 }
@@ -769,11 +805,8 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
         case CK_TAG_COPYREG_NEWOBJ: /* __newobj__(cls, *args); not of itself: no chains */
             if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid != CK_TAG_COPYREG_NEWOBJ) {
                 CK_TRY(copied(m, n));
-                ckpt_value *rest = ck_new(m->u, CKPT_V_TUPLE);
+                ckpt_value *rest = new_seq_from(m, CKPT_V_TUPLE, a + 1, n - 1);
                 if (!rest) return OOM();
-                CK_TRY(reserve(m, rest, n));
-                for (size_t i = 1; i < n; i++)
-                    if (ck_seq_push(m->u, rest, a[i])) return OOM();
                 return apply(m, a[0], rest, out);
             }
             break;
@@ -881,8 +914,8 @@ static int run(machine *m, ckpt_value **result)
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
         size_t base = 0;
-        const char *s;
-        size_t n;
+        const char *s = NULL; /* set by line() before use; -O2 cannot tell */
+        size_t n = 0;
         switch (op) {
         case '.': /* STOP */
             if (!(v = pop(m))) return -1;
@@ -907,6 +940,7 @@ static int run(machine *m, ckpt_value **result)
             break;
         case '2': /* DUP */
             if (!(v = top(m))) return -1;
+            pin(v);
             CK_TRY(push(m, v));
             break;
         case 'N': CK_TRY(push(m, new_none(m))); break;
@@ -1068,7 +1102,13 @@ static int run(machine *m, ckpt_value **result)
             CK_TRY(pop_mark(m, &base));
             if (base == 0 || base <= fence(m)) return PFAIL("APPENDS without a list");
             a = m->stack[base - 1];
-            for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
+            if (a->kind == CKPT_V_LIST) { /* the batch at once: no doubling waste */
+                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
+                a->u.seq.n += m->sp - base;
+            } else {
+                for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
+            }
             m->sp = base;
             break;
         case 's': /* SETITEM */
@@ -1079,8 +1119,15 @@ static int run(machine *m, ckpt_value **result)
             CK_TRY(pop_mark(m, &base));
             if (base == 0 || base <= fence(m)) return PFAIL("SETITEMS without a dict");
             if ((m->sp - base) % 2) return PFAIL("SETITEMS with an odd number of items");
-            for (size_t i = base; i < m->sp; i += 2)
-                CK_TRY(setitem(m, m->stack[base - 1], m->stack[i], m->stack[i + 1]));
+            a = m->stack[base - 1];
+            if (a->kind == CKPT_V_DICT) { /* the batch at once: no doubling waste */
+                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
+                a->u.seq.n += m->sp - base;
+            } else {
+                for (size_t i = base; i < m->sp; i += 2)
+                    CK_TRY(setitem(m, a, m->stack[i], m->stack[i + 1]));
+            }
             m->sp = base;
             break;
         case 0x90: /* ADDITEMS */
@@ -1140,8 +1187,8 @@ static int run(machine *m, ckpt_value **result)
             break;
         case 'c':
         case 'i': { /* GLOBAL, INST */
-            const char *mod, *name;
-            size_t mn, nn;
+            const char *mod = NULL, *name = NULL;
+            size_t mn = 0, nn = 0;
             CK_TRY(line(m, &mod, &mn));
             CK_TRY(line(m, &name, &nn));
             CK_TRY(make_global(m, mod, mn, name, nn));
@@ -1179,11 +1226,13 @@ static int run(machine *m, ckpt_value **result)
         }
         case 'R': /* REDUCE */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            b = spare_args(m, a, b);
             CK_TRY(apply(m, a, b, &v));
             CK_TRY(push(m, v));
             break;
         case 0x81: /* NEWOBJ */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
+            b = spare_args(m, a, b);
             CK_TRY(newobj(m, a, b, &v));
             CK_TRY(push(m, v));
             break;
@@ -1255,6 +1304,7 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     memset(&m, 0, sizeof m);
     m.u = u;
     m.in = in;
+    m.no_args.kind = CKPT_V_TUPLE;
     m.err = err;
     m.p = in->buf;
     m.end = in->buf + in->len;

@@ -34,7 +34,7 @@ typedef enum ck_tag {
     CK_TAG_HOOK = 32 /* first tag of a find_class hook */
 } ck_tag;
 
-/* The rarer parts of values live out of line, keeping a node at 40 bytes. */
+/* The rarer parts of values live out of line, keeping a node at 32 bytes. */
 typedef struct ck_obj {
     ckpt_value *callable;
     ckpt_value *args, *state, *items, *list;
@@ -46,11 +46,16 @@ typedef struct ck_global {
     const char *note; /* what find_class attached (a layout name, ...) */
 } ck_global;
 
+/* The room of a LIST/TUPLE/SET/DICT array is not stored (a node is 32 bytes,
+ * not 40): with CK_SEQ_EXACT in aux2 it is exactly u.seq.n items, else the
+ * power of two (at least 4) at or above u.seq.n, 0 when u.seq.v is NULL.
+ * Grow arrays only through ck_seq_push/ck_seq_room. */
+#define CK_SEQ_EXACT 1u
 struct ckpt_value {
     uint8_t kind;    /* ckpt_kind */
     uint8_t gid;     /* ck_tag (or a hook's tag) for GLOBAL */
     uint8_t aux;     /* GLOBAL: a hook's datum (a dtype, ...) */
-    uint8_t aux2;    /* GLOBAL: a hook's flag */
+    uint8_t aux2;    /* GLOBAL: a hook's flag; LIST/TUPLE/SET/DICT: CK_SEQ_EXACT */
     uint32_t id;     /* sequential per unpickler, for walks */
     const char *cls; /* DICT subclass / OBJECT class text / GLOBAL "mod.name" */
     union {
@@ -63,7 +68,7 @@ struct ckpt_value {
         } s; /* STR BYTES BIGINT */
         struct {
             ckpt_value **v;
-            size_t n, cap;
+            size_t n;  /* room: see CK_SEQ_EXACT */
         } seq;         /* LIST TUPLE SET; DICT: 2n */
         ck_obj *obj;   /* OBJECT */
         ck_global *g;  /* GLOBAL */
@@ -148,6 +153,12 @@ ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind);
 ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n);
 /* append to LIST/TUPLE/SET/DICT storage */
 int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item);
+/* Room for `more` further items of a LIST/TUPLE/SET/DICT (0, or -1 on OOM),
+ * which the caller then stores at u.seq.v[u.seq.n..] AT ONCE, adding `more`
+ * to u.seq.n: `exact` (and any fill of an empty array) gets exactly that
+ * room, else it grows by powers of two, in place when the array is the
+ * arena's latest allocation. */
+int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact);
 bool ck_as_int(const ckpt_value *v, int64_t *out);
 bool ck_is_str(const ckpt_value *v, const char *s);
 /* STR or BYTES equal to s */

@@ -35,17 +35,42 @@ ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n)
     return v;
 }
 
+static size_t seq_room(const ckpt_value *v)
+{
+    size_t n = v->u.seq.n, c = 4;
+    if (!v->u.seq.v) return 0;
+    if (v->aux2 & CK_SEQ_EXACT) return n;
+    while (c < n) c *= 2;
+    return c;
+}
+
+int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact)
+{
+    size_t n = v->u.seq.n, room = seq_room(v), need;
+    if (more <= room - n) return 0;
+    if (more > SIZE_MAX / sizeof(ckpt_value *) - n) return -1;
+    need = n + more;
+    if (!exact && !(n == 0 && more > 1)) { /* powers of two: amortised growth */
+        size_t c = 4;
+        while (c < need) {
+            if (c > SIZE_MAX / sizeof(ckpt_value *) / 2) return -1;
+            c *= 2;
+        }
+        need = c;
+        exact = false;
+    } else {
+        exact = true; /* a first fill of known size: no slack */
+    }
+    ckpt_value **nv = ck_alloc_grow(u->arena, v->u.seq.v, room * sizeof *nv, need * sizeof *nv);
+    if (!nv) return -1;
+    v->u.seq.v = nv;
+    v->aux2 = (uint8_t)(exact ? v->aux2 | CK_SEQ_EXACT : v->aux2 & ~CK_SEQ_EXACT);
+    return 0;
+}
+
 int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item)
 {
-    if (v->u.seq.n == v->u.seq.cap) {
-        size_t ncap = v->u.seq.cap ? v->u.seq.cap * 2 : 4;
-        if (ncap > SIZE_MAX / sizeof(ckpt_value *)) return -1;
-        ckpt_value **nv = ck_alloc(u->arena, ncap * sizeof *nv);
-        if (!nv) return -1;
-        if (v->u.seq.n) memcpy(nv, v->u.seq.v, v->u.seq.n * sizeof *nv);
-        v->u.seq.v = nv;
-        v->u.seq.cap = ncap;
-    }
+    if (ck_seq_room(u, v, 1, false)) return -1;
     v->u.seq.v[v->u.seq.n++] = item;
     return 0;
 }

@@ -1,0 +1,12 @@
+# Issue 14 (helper F, memory and speed): the arena's in-place growth and
+# give-back, the compact string map, batched SETITEMS/APPENDS, and the empty
+# argument tuples the pickle machine gives back.  The pickle machine alone:
+# common + pickle layers, as unit.test_pickle.
+add_executable(test_perf_memory ${CMAKE_CURRENT_SOURCE_DIR}/perf/test_memory.c
+               $<TARGET_OBJECTS:ckpt_common> $<TARGET_OBJECTS:ckpt_pickle>)
+target_link_libraries(test_perf_memory PRIVATE ZLIB::ZLIB Threads::Threads)
+target_include_directories(test_perf_memory PRIVATE ${PROJECT_SOURCE_DIR}/src
+                           ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(test_perf_memory PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
+add_test(NAME perf.memory COMMAND test_perf_memory)
+set_tests_properties(perf.memory PROPERTIES TIMEOUT 120)
