@@ -246,6 +246,7 @@ int main(int argc, char **argv)
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
         if (e->d_name[0] == '.' || (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0)) continue;
+        if (e->d_type == DT_DIR) continue; /* a helper's own fixture folder */
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             char **nn = realloc(names, cap * sizeof *names);
