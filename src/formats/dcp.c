@@ -179,9 +179,10 @@ static bool overlap(const ck_chunk *a, const ck_chunk *b, uint32_t nd)
     return true;
 }
 
-static int chunk_of(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt, uint32_t nd,
-                    const int64_t *shape, const ckpt_value *cv, size_t ci, const ck_map *keys,
-                    const sinfo *infos, ck_chunk *c, uint64_t *numel, ckpt_error *err)
+/* A chunk's place in the tensor: checked to lie inside it. */
+static int chunk_geom(ckpt_file *f, const char *fqn, uint32_t nd, const int64_t *shape,
+                      const ckpt_value *cv, size_t ci, ck_chunk *c, uint64_t *numel,
+                      ckpt_error *err)
 {
     int64_t off[64], size[64];
     uint32_t on, sn;
@@ -200,14 +201,23 @@ static int chunk_of(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt, u
         n *= (uint64_t)size[i]; /* bounded by the tensor's numel */
     }
     *numel = n;
-    const sinfo *si = find_info(f, keys, infos, fqn, off, nd, false);
+    c->off = ck_alloc_copy(&f->arena, off, (nd ? nd : 1) * sizeof *off);
+    c->size = ck_alloc_copy(&f->arena, size, (nd ? nd : 1) * sizeof *size);
+    if (!c->off || !c->size) return oom(err);
+    return 0;
+}
+
+/* Where a chunk's bytes are: a torch.save record holding one tensor of the
+ * chunk's dtype and shape, or exactly its raw bytes. */
+static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt, uint32_t nd,
+                       size_t ci, const ck_map *keys, const sinfo *infos, ck_chunk *c, uint64_t n,
+                       ckpt_error *err)
+{
+    const sinfo *si = find_info(f, keys, infos, fqn, c->off, nd, false);
     if (!si)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': chunk %zu has no entry in storage_data", fqn, ci);
     c->part = si->part;
-    c->off = ck_alloc_copy(&f->arena, off, (nd ? nd : 1) * sizeof *off);
-    c->size = ck_alloc_copy(&f->arena, size, (nd ? nd : 1) * sizeof *size);
-    if (!c->off || !c->size) return oom(err);
     CK_TRY(ck_multi_source(f, m, si->part, err));
     const ck_source *s = m->srcs[si->part];
     if (si->off > s->size || si->len > s->size - si->off)
@@ -239,7 +249,7 @@ static int chunk_of(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt, u
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
                        "DCP tensor '%.80s': chunk %zu's record does not hold one tensor", fqn, ci);
     bool same = t->dtype == dt && t->ndim == nd;
-    for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == size[i];
+    for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == c->size[i];
     if (!same)
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
                        "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
@@ -284,20 +294,22 @@ static int tensor_item(ckpt_file *f, ck_multi *m, const char *fqn, const ckpt_va
         return ck_fail(err, CKPT_E_FORMAT, -1, "DCP tensor '%.80s' has no chunks", fqn);
     ck_chunk *ch = ck_alloc(&f->arena, (nc ? nc : 1) * sizeof *ch);
     if (!ch) return oom(err);
-    uint64_t sum = 0;
+    uint64_t sum = 0, *counts = ck_alloc(&f->arena, (nc ? nc : 1) * sizeof *counts);
+    if (!counts) return oom(err);
     for (size_t i = 0; i < nc; i++) {
-        uint64_t n = 0;
-        CK_TRY(chunk_of(f, m, fqn, dt, nd, shape, cl->u.seq.v[i], i, keys, infos, &ch[i], &n, err));
+        CK_TRY(chunk_geom(f, fqn, nd, shape, cl->u.seq.v[i], i, &ch[i], &counts[i], err));
         for (size_t j = 0; j < i; j++)
-            if (n && overlap(&ch[i], &ch[j], nd))
+            if (counts[i] && counts[j] && overlap(&ch[i], &ch[j], nd))
                 return ck_fail(err, CKPT_E_FORMAT, -1,
                                "DCP tensor '%.80s': chunks %zu and %zu overlap", fqn, j, i);
-        sum += n;
+        sum += counts[i];
     }
     if (sum != total)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': its chunks cover %llu of its %llu elements (a gap)",
                        fqn, (unsigned long long)sum, (unsigned long long)total);
+    for (size_t i = 0; i < nc; i++)
+        CK_TRY(chunk_store(f, m, fqn, dt, nd, i, keys, infos, &ch[i], counts[i], err));
     return ck_multi_add_chunked(f, m, fqn, dt, nd, shape, ch, nc, err);
 }
 

@@ -120,12 +120,12 @@ int ck_multi_part(ckpt_file *f, ck_multi *m, const char *rel, size_t rlen, const
     if (m->nparts >= f->opt.max_entries)
         return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u files (max_entries)",
                        f->opt.max_entries);
-    size_t dl = strlen(m->dir);
-    char *full = ck_alloc(&f->arena, dl + rlen + 2);
+    size_t dl = strlen(m->dir), sl = strlen(m->shown);
+    char *full = ck_alloc(&f->arena, sl + rlen + 2);
     if (!full) return oom(err);
-    memcpy(full, m->dir, dl);
-    full[dl] = '/';
-    memcpy(full + dl + 1, rel, rlen);
+    memcpy(full, m->shown, sl);
+    full[sl] = '/';
+    memcpy(full + sl + 1, rel, rlen);
     struct stat st;
     if (stat(full, &st) != 0)
         return ck_fail(err, errno == ENOENT ? CKPT_E_FORMAT : CKPT_E_IO, -1,
@@ -152,7 +152,7 @@ int ck_multi_part(ckpt_file *f, ck_multi *m, const char *rel, size_t rlen, const
     m->paths[n] = full;
     m->files[n] = NULL;
     m->srcs[n] = NULL;
-    const char *key = full + dl + 1;
+    const char *key = full + sl + 1;
     if (ck_map_put(&m->part_names, key, rlen, n)) return oom(err);
     m->nparts = n + 1;
     *part = n;
@@ -450,6 +450,7 @@ static int link_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ckpt_err
             ck_storage *s = &f->storages[si];
             s->pub.dtype = ss->pub.dtype;
             s->pub.nbytes = ss->pub.nbytes;
+            s->pub.file_offset = ss->pub.file_offset; /* in its part */
             s->resolved = true;
             m->links[si].part = p;
             m->links[si].sub = t->storage;
@@ -733,7 +734,9 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
         f->byteorder = CKPT_LITTLE;
         f->format = index ? CKPT_FORMAT_SHARDED : CKPT_FORMAT_DCP;
         f->pickle_label = index ? "index" : ".metadata";
-        if (!(m->dir = realpath(dir, NULL))) r = ck_fail(err, CKPT_E_IO, -1, "%s", strerror(errno));
+        m->shown = ck_strndup(&f->arena, dir, strlen(dir));
+        if (!m->shown || !(m->dir = realpath(dir, NULL)))
+            r = ck_fail(err, CKPT_E_IO, -1, "%s", strerror(errno));
     }
     if (!r && !(m->root = ck_new(&f->pk, CKPT_V_DICT))) r = oom(err);
     if (!r) {

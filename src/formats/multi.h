@@ -32,6 +32,7 @@ typedef struct ck_link {
 
 typedef struct ck_multi {
     char *dir;         /* the folder (real path) */
+    const char *shown; /* the folder as the caller named it */
     char **paths;      /* per part: its path (dir/rel) */
     ckpt_file **files; /* shards: each part opened */
     ck_source **srcs;  /* DCP: each part's bytes (NULL until opened) */
