@@ -12,6 +12,9 @@
  *   - TAR            before PyTorch 0.1.10
  *   - plain pickle   read as values, no tensors
  *   - TorchScript    recognised and reported (its weights are not read yet)
+ *   - safetensors    header checked against the file, tensors read in place
+ * and, through ckpt_open_path(), checkpoints of several files: shard
+ * indexes (*.index.json) and torch.distributed.checkpoint folders.
  *
  * Conventions
  *   - Every function that can fail takes a `ckpt_error *err` out-parameter,

@@ -450,7 +450,7 @@ static int link_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ckpt_err
             ck_storage *s = &f->storages[si];
             s->pub.dtype = ss->pub.dtype;
             s->pub.nbytes = ss->pub.nbytes;
-            s->pub.file_offset = ss->pub.file_offset; /* in its part */
+            /* file_offset stays -1: the bytes are in another file (a part) */
             s->resolved = true;
             m->links[si].part = p;
             m->links[si].sub = t->storage;
