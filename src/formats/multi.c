@@ -210,6 +210,11 @@ ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t of
                 (unsigned long long)s->size);
         return NULL;
     }
+    char key[64];
+    size_t kl = (size_t)snprintf(key, sizeof key, "%zu:%llu:%llu", part, (unsigned long long)off,
+                                 (unsigned long long)len),
+           have;
+    if (ck_map_get(&m->embedded_at, key, kl, &have)) return m->embedded[have]; /* shared */
     if (m->nembedded >= f->opt.max_entries) {
         ck_fail(err, CKPT_E_LIMIT, -1, "more than %u records (max_entries)", f->opt.max_entries);
         return NULL;
@@ -230,6 +235,12 @@ ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t of
     ckpt_file *e = ckpt_open_reader(&rd, &o, err);
     if (!e) {
         if (err) err->offset = err->offset >= 0 ? err->offset + (int64_t)off : (int64_t)off;
+        return NULL;
+    }
+    char *kept = ck_strndup(&f->arena, key, kl);
+    if (!kept || ck_map_put(&m->embedded_at, kept, kl, m->nembedded)) {
+        ckpt_close(e);
+        oom(err);
         return NULL;
     }
     m->embedded[m->nembedded++] = e;
@@ -634,6 +645,7 @@ static void multi_close(ckpt_file *f)
         free(m->srcs[i]);
     }
     free(m->embedded);
+    ck_map_free(&m->embedded_at);
     free(m->paths);
     free(m->files);
     free(m->srcs);

@@ -39,6 +39,7 @@ typedef struct ck_multi {
     size_t nparts, cap_parts;
     ck_map part_names;    /* rel -> part */
     ckpt_file **embedded; /* DCP: chunk and value files */
+    ck_map embedded_at;   /* "part:offset:length" -> embedded index */
     size_t nembedded, cap_embedded;
     ck_link *links; /* per storage of the composite */
     size_t cap_links;
