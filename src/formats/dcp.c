@@ -274,6 +274,8 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
         ck_err_prefix(err, "DCP tensor '%.60s' chunk %zu", fqn, ci);
         return -1;
     }
+    c->file = e;
+    if (f->opt.skip_tensors) return 0; /* a scan: the record's pickle ran, nothing is read */
     const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
     if (!t || t->name[0])
         return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
@@ -285,7 +287,6 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
                        "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
                        "shape or dtype than the .metadata says",
                        fqn, ci, ck_dtype_name(t->dtype));
-    c->file = e;
     c->t = t;
     return 0;
 }
