@@ -58,6 +58,26 @@ else
     bad "extract of a chunked tensor"
 fi
 
+cp -r "$FX/hf_bin" "$T/unmapped"
+$PY -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d['weight_map']['extra.mask']
+json.dump(d, open(sys.argv[2], 'w'))" "$FX/hf_bin/pytorch_model.bin.index.json" "$T/unmapped/pytorch_model.bin.index.json"
+"$CKPT" verify "$T/unmapped" >"$T/out" 2>&1
+if grep -q "tensor 'extra.mask' is in pytorch_model-00003-of-00003.bin but not in the index's weight_map" "$T/out" &&
+    "$CKPT" ls "$T/unmapped" | grep -q "^extra.mask "; then
+    ok "a tensor missing from the weight_map is listed and reported"
+else
+    bad "unmapped tensor: $(head -c 300 "$T/out")"
+fi
+"$CKPT" scan "$FX/dcp_optim" >"$T/out" 2>&1
+if grep -q "0 dangerous" "$T/out" && grep -q "DCP_MOD\|torch.distributed.checkpoint.metadata.Metadata" "$T/out"; then
+    ok "scan of a DCP folder lists the .metadata's globals"
+else
+    bad "scan dcp: $(tail -c 300 "$T/out")"
+fi
+
 # ---- malformed shard folders -------------------------------------------------------
 cp -r "$FX/hf_bin" "$T/missing" && rm "$T/missing/pytorch_model-00002-of-00003.bin"
 expect_err "missing shard" "'pytorch_model-00002-of-00003.bin', which is missing" "$CKPT" ls "$T/missing"
