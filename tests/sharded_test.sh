@@ -78,6 +78,19 @@ else
     bad "scan dcp: $(tail -c 300 "$T/out")"
 fi
 
+# raw-byte chunks (a layout torch 2.6 does not write: crafted by tests/dcp_craft.py)
+if $PY "$(dirname "$0")/dcp_craft.py" "$T/raw" raw >"$T/raw.hex" &&
+    [ "$("$CKPT" cat "$T/raw" t | od -An -v -tx1 | tr -d ' \n')" = "$(sed -n 1p "$T/raw.hex")" ] &&
+    [ "$("$CKPT" cat "$T/raw" u | od -An -v -tx1 | tr -d ' \n')" = "$(sed -n 2p "$T/raw.hex")" ]; then
+    ok "DCP raw-byte chunks assembled (row and column splits, out of order)"
+else
+    bad "DCP raw-byte chunks"
+fi
+$PY "$(dirname "$0")/dcp_craft.py" "$T/gap" gap
+expect_err "DCP chunks leaving a gap" "DCP tensor 't': its chunks cover 6 of its 12 elements (a gap)" "$CKPT" ls "$T/gap"
+$PY "$(dirname "$0")/dcp_craft.py" "$T/past" outside
+expect_err "DCP chunk past its tensor" "DCP tensor 't': chunk 1 reaches past the tensor in dimension 0" "$CKPT" ls "$T/past"
+
 # ---- malformed shard folders -------------------------------------------------------
 cp -r "$FX/hf_bin" "$T/missing" && rm "$T/missing/pytorch_model-00002-of-00003.bin"
 expect_err "missing shard" "'pytorch_model-00002-of-00003.bin', which is missing" "$CKPT" ls "$T/missing"
