@@ -17,7 +17,11 @@ CASE: raw   tensor 't' float32 [4, 3], chunks rows 0-1 and 2-3 (raw bytes,
             expected row-major bytes of t then u as hex on stdout
       gap   't' with its second chunk missing (rows 2-3 uncovered)
       outside  't' with a chunk reaching past row 4
+      laughs   'raw' plus a non-tensor item 'x' whose record (a torch.save
+            ZIP) pickles 64 levels of [a, a] sharing: 2**64 values if copied
 """
+import io
+import zipfile
 import pickle
 import struct
 import sys
@@ -74,6 +78,7 @@ CSM = dataclass(meta, "ChunkStorageMetadata", ["offsets", "sizes"])
 TP = dataclass(meta, "TensorProperties", ["dtype"],
                getstate=lambda self: (self.dtype, None, False, 0, False))
 MI = dataclass(meta, "MetadataIndex", ["fqn", "offset", "index"])
+BSM = dataclass(meta, "BytesStorageMetadata", [])
 SI = dataclass(fs, "_StorageInfo", ["relative_path", "offset", "length"])
 
 
@@ -100,6 +105,18 @@ def main():
         data += b
     sdm = {"t": TSM(TP(float32), Size((4, 3)), chunks["t"]),
            "u": TSM(TP(int16), Size((2, 4)), chunks["u"])}
+    if case == "laughs":
+        a = []
+        for _ in range(64):
+            a = [a, a]
+        rec = io.BytesIO()
+        with zipfile.ZipFile(rec, "w") as z:
+            z.writestr("archive/data.pkl", pickle.dumps(a, protocol=2))
+            z.writestr("archive/version", "3\n")
+        rec = rec.getvalue()
+        sd[MI("x", None, None)] = SI("__0_0.distcp", len(data), len(rec))
+        sdm["x"] = BSM()
+        data += rec
     with open(os.path.join(out, ".metadata"), "wb") as f:
         pickle.dump(Metadata(sdm, None, sd), f, protocol=2)
     with open(os.path.join(out, "__0_0.distcp"), "wb") as f:

@@ -91,6 +91,9 @@ expect_err "DCP chunks leaving a gap" "DCP tensor 't': its chunks cover 6 of its
 $PY "$(dirname "$0")/dcp_craft.py" "$T/past" outside
 expect_err "DCP chunk past its tensor" "DCP tensor 't': chunk 1 reaches past the tensor in dimension 0" "$CKPT" ls "$T/past"
 
+$PY "$(dirname "$0")/dcp_craft.py" "$T/laughs" laughs
+expect_err "DCP value whose pickle shares its way to 2**64 values" "DCP value 'x'" "$CKPT" ls "$T/laughs"
+
 # ---- malformed shard folders -------------------------------------------------------
 cp -r "$FX/hf_bin" "$T/missing" && rm "$T/missing/pytorch_model-00002-of-00003.bin"
 expect_err "missing shard" "'pytorch_model-00002-of-00003.bin', which is missing" "$CKPT" ls "$T/missing"

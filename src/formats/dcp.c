@@ -389,8 +389,12 @@ static int bytes_item(ckpt_file *f, ck_multi *m, const char *fqn, const ck_map *
         return -1;
     }
     const ckpt_value *r = ckpt_root(e);
-    ckpt_value *v = r ? ck_multi_copy_value(f, r, 0, err) : ck_new(&f->pk, CKPT_V_NONE);
-    if (!v) return r ? -1 : oom(err);
+    uint64_t budget = f->opt.max_expansion;
+    ckpt_value *v = r ? ck_multi_copy_value(f, r, 0, &budget, err) : ck_new(&f->pk, CKPT_V_NONE);
+    if (!v) {
+        if (r) ck_err_prefix(err, "DCP value '%.60s'", fqn);
+        return r ? -1 : oom(err);
+    }
     return ck_multi_add_value(f, m, fqn, v, err);
 }
 

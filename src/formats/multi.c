@@ -280,9 +280,17 @@ int ck_multi_add_chunked(ckpt_file *f, ck_multi *m, const char *name, ckpt_dtype
     return ck_multi_add_value(f, m, name, v, err);
 }
 
-ckpt_value *ck_multi_copy_value(ckpt_file *f, const ckpt_value *v, uint32_t depth, ckpt_error *err)
+ckpt_value *ck_multi_copy_value(ckpt_file *f, const ckpt_value *v, uint32_t depth, uint64_t *budget,
+                                ckpt_error *err)
 {
     ckpt_value *o = NULL;
+    if (*budget == 0) {
+        ck_fail(err, CKPT_E_LIMIT, -1,
+                "a value expands to more than %llu values when copied (max_expansion)",
+                (unsigned long long)f->opt.max_expansion);
+        return NULL;
+    }
+    --*budget;
     if (depth > f->opt.max_depth) {
         ck_fail(err, CKPT_E_LIMIT, -1, "a value nests deeper than %u (max_depth)",
                 f->opt.max_depth);
@@ -305,7 +313,7 @@ ckpt_value *ck_multi_copy_value(ckpt_file *f, const ckpt_value *v, uint32_t dept
         if (!(o = ck_new(&f->pk, (ckpt_kind)v->kind))) break;
         o->cls = v->cls ? ck_strndup(&f->arena, v->cls, strlen(v->cls)) : NULL;
         for (size_t i = 0; i < v->u.seq.n; i++) {
-            ckpt_value *c = ck_multi_copy_value(f, v->u.seq.v[i], depth + 1, err);
+            ckpt_value *c = ck_multi_copy_value(f, v->u.seq.v[i], depth + 1, budget, err);
             if (!c) return NULL;
             if (ck_seq_push(&f->pk, o, c)) {
                 oom(err);
@@ -356,6 +364,9 @@ static int chunked_read(const ckpt_file *f, const ck_link *l, uint64_t off, uint
     const ck_multi *m = MULTI(f);
     size_t es = ck_dtype_size(l->dtype);
     uint32_t nd = l->ndim;
+    if (n == 0) return 0;
+    if (l->nchunks == 0)
+        return ck_fail(err, CKPT_E_FORMAT, -1, "tensor '%s' has no chunks", l->name);
     if (off % es || n % es)
         return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s': a read not on element borders", l->name);
     uint64_t e = off / es, e1 = (off + n) / es;
@@ -419,7 +430,7 @@ static int multi_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t 
 {
     const ck_multi *m = MULTI(f);
     const ck_link *l = &m->links[s - f->storages];
-    if (l->nchunks) return chunked_read(f, l, off, buf, n, err);
+    if (m->meta) return chunked_read(f, l, off, buf, n, err); /* DCP */
     const ckpt_file *sub = m->files[l->part];
     if (ck_storage_read(sub, &sub->storages[l->sub], off, buf, n, err)) {
         prefix_err(err, base_name(m->paths[l->part]));

@@ -66,7 +66,10 @@ int ck_multi_add_value(ckpt_file *f, ck_multi *m, const char *name, ckpt_value *
 ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t off, uint64_t len,
                              ckpt_error *err);
 /* Deep copy of a value of another file into f (scalars, strings,
- * containers; anything else becomes a string naming it). */
-ckpt_value *ck_multi_copy_value(ckpt_file *f, const ckpt_value *v, uint32_t depth, ckpt_error *err);
+ * containers; anything else becomes a string naming it).  *budget: values
+ * that may still be copied (shared values are copied each time they are
+ * met, so sharing tricks run out of it). */
+ckpt_value *ck_multi_copy_value(ckpt_file *f, const ckpt_value *v, uint32_t depth, uint64_t *budget,
+                                ckpt_error *err);
 
 #endif
