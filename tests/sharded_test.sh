@@ -94,6 +94,15 @@ expect_err "DCP chunk past its tensor" "DCP tensor 't': chunk 1 reaches past the
 $PY "$(dirname "$0")/dcp_craft.py" "$T/laughs" laughs
 expect_err "DCP value whose pickle shares its way to 2**64 values" "DCP value 'x'" "$CKPT" ls "$T/laughs"
 
+cp -r "$FX/hf_st" "$T/total"
+sed 's/"total_size": [0-9]*/"total_size": 7/' "$FX/hf_st/model.safetensors.index.json" >"$T/total/model.safetensors.index.json"
+if "$CKPT" verify "$T/total" 2>&1 | grep -q "index metadata.total_size is 7 bytes, its tensors hold 185" &&
+    ! "$CKPT" verify "$FX/hf_st" 2>&1 | grep -q "total_size"; then
+    ok "an index whose total_size disagrees is noted"
+else
+    bad "total_size note"
+fi
+
 # ---- malformed shard folders -------------------------------------------------------
 cp -r "$FX/hf_bin" "$T/missing" && rm "$T/missing/pytorch_model-00002-of-00003.bin"
 expect_err "missing shard" "'pytorch_model-00002-of-00003.bin', which is missing" "$CKPT" ls "$T/missing"

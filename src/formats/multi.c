@@ -596,8 +596,9 @@ static int open_index(ckpt_file *f, ck_multi *m, const char *index, ckpt_error *
             }
         }
     json_t *total = r ? NULL : json_object_get(json_object_get(doc, "metadata"), "total_size");
-    if (total && !json_is_integer(total) && !json_is_real(total))
-        r = ck_fail(err, CKPT_E_FORMAT, 0, "index metadata.total_size is not a number");
+    if (total && !json_is_integer(total))
+        r = ck_fail(err, CKPT_E_FORMAT, 0, "index metadata.total_size is not an integer");
+    if (total) m->total_size = json_integer_value(total);
     free(files);
     json_decref(doc);
     return r;
@@ -762,6 +763,7 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
         if (!m->shown || !(m->dir = realpath(dir, NULL)))
             r = ck_fail(err, CKPT_E_IO, -1, "%s", strerror(errno));
     }
+    if (m) m->total_size = -1;
     if (!r && !(m->root = ck_new(&f->pk, CKPT_V_DICT))) r = oom(err);
     if (!r) {
         if (index) {
@@ -786,6 +788,11 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
         f->src.size = total;
         f->root = m->root;
         r = ck_catalogue(f, err);
+        if (!r && m->total_size >= 0 && (uint64_t)m->total_size != f->total_bytes &&
+            !f->opt.skip_tensors &&
+            ck_note(&f->pk, "index metadata.total_size is %lld bytes, its tensors hold %llu",
+                    (long long)m->total_size, (unsigned long long)f->total_bytes))
+            r = oom(err);
     }
     if (r) {
         ck_mem_blame(&f->arena, err);

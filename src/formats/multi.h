@@ -43,8 +43,9 @@ typedef struct ck_multi {
     size_t nembedded, cap_embedded;
     ck_link *links; /* per storage of the composite */
     size_t cap_links;
-    ckpt_value *root; /* the flat dict being built */
-    ckpt_file *meta;  /* DCP: the .metadata pickle (not a part) */
+    ckpt_value *root;   /* the flat dict being built */
+    ckpt_file *meta;    /* DCP: the .metadata pickle (not a part) */
+    int64_t total_size; /* shards: the index's metadata.total_size, or -1 */
 } ck_multi;
 
 /* The part named `rel` (relative to the folder): checked to stay inside the
