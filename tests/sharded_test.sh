@@ -117,6 +117,11 @@ sed 's#"pytorch_model-00003-of-00003.bin"#"/etc/passwd"#' \
     "$FX/hf_bin/pytorch_model.bin.index.json" >"$T/absolute/pytorch_model.bin.index.json"
 expect_err "index naming an absolute path" "an absolute path" "$CKPT" ls "$T/absolute"
 
+cp -r "$FX/hf_bin" "$T/dotted"
+sed 's#"pytorch_model-00003-of-00003.bin"#"./pytorch_model-00003-of-00003.bin"#' \
+    "$FX/hf_bin/pytorch_model.bin.index.json" >"$T/dotted/pytorch_model.bin.index.json"
+expect_err "index naming a file two ways" "not a plain relative path" "$CKPT" ls "$T/dotted"
+
 cp -r "$FX/hf_bin" "$T/symlink" && mv "$T/symlink/pytorch_model-00003-of-00003.bin" "$T/elsewhere.bin" &&
     ln -s ../elsewhere.bin "$T/symlink/pytorch_model-00003-of-00003.bin"
 expect_err "shard that is a symbolic link out of the folder" "leads outside the folder" "$CKPT" ls "$T/symlink"

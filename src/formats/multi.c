@@ -110,6 +110,13 @@ int ck_multi_part(ckpt_file *f, ck_multi *m, const char *rel, size_t rlen, const
             return ck_fail(err, CKPT_E_FORMAT, -1,
                            "%s names '%.*s', which leaves the folder ('..')", what,
                            (int)(rlen > 80 ? 80 : rlen), rel);
+        /* one spelling per file: "a//b", "./a" and "a/" would name a part
+         * twice and multiply what its records may hold */
+        if (j == i || (j - i == 1 && rel[i] == '.'))
+            return ck_fail(err, CKPT_E_FORMAT, -1,
+                           "%s names '%.*s', not a plain relative path (an empty or '.' "
+                           "component)",
+                           what, (int)(rlen > 80 ? 80 : rlen), rel);
         i = j + 1;
     }
     size_t idx;
