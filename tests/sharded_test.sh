@@ -103,6 +103,21 @@ else
     bad "total_size note"
 fi
 
+cp -r "$FX/dcp_model" "$T/crc"
+$PY -c "
+import struct, sys
+p = sys.argv[1] + '/__0_0.distcp'
+b = bytearray(open(p, 'rb').read())
+i = b.find(b'PK\x03\x04')
+while i >= 0:
+    n, x = struct.unpack('<HH', b[i + 26:i + 30])
+    if b[i + 30:i + 30 + n].endswith(b'/data/0'):
+        b[i + 30 + n + x] ^= 1  # a bit of the first record's tensor data
+        break
+    i = b.find(b'PK\x03\x04', i + 4)
+open(p, 'wb').write(b)" "$T/crc"
+expect_err "verify names the DCP record whose CRC fails" "__0_0.distcp, record at byte 0: crc mismatch" "$CKPT" verify "$T/crc"
+
 # ---- malformed shard folders -------------------------------------------------------
 cp -r "$FX/hf_bin" "$T/missing" && rm "$T/missing/pytorch_model-00002-of-00003.bin"
 expect_err "missing shard" "'pytorch_model-00002-of-00003.bin', which is missing" "$CKPT" ls "$T/missing"

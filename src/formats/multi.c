@@ -226,9 +226,16 @@ ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t of
         ck_fail(err, CKPT_E_LIMIT, -1, "more than %u records (max_entries)", f->opt.max_entries);
         return NULL;
     }
-    if (ck_grow((void **)&m->embedded, &m->cap_embedded, m->nembedded + 1, sizeof *m->embedded,
-                err))
+    size_t cap = m->cap_embedded;
+    if (ck_grow((void **)&m->embedded, &cap, m->nembedded + 1, sizeof *m->embedded, err))
         return NULL;
+    cap = m->cap_embedded;
+    if (ck_grow((void **)&m->embedded_part, &cap, m->nembedded + 1, sizeof *m->embedded_part, err))
+        return NULL;
+    cap = m->cap_embedded;
+    if (ck_grow((void **)&m->embedded_off, &cap, m->nembedded + 1, sizeof *m->embedded_off, err))
+        return NULL;
+    m->cap_embedded = cap;
     range_rd *r = malloc(sizeof *r);
     if (!r) {
         oom(err);
@@ -250,6 +257,8 @@ ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t of
         oom(err);
         return NULL;
     }
+    m->embedded_part[m->nembedded] = part;
+    m->embedded_off[m->nembedded] = off;
     m->embedded[m->nembedded++] = e;
     return e;
 }
@@ -625,15 +634,32 @@ static int fail_read(void *opaque, uint64_t off, void *buf, size_t n)
     return -1;
 }
 
+typedef struct sub_note {
+    void (*note)(void *, const char *);
+    void *ctx;
+    const char *part;
+} sub_note;
+
+static void forward_note(void *ctx, const char *line)
+{
+    const sub_note *sn = ctx;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s: %s", sn->part, line);
+    sn->note(sn->ctx, buf);
+}
+
+/* Every part (shards) or every record and the .metadata (DCP), notes
+ * forwarded with the part's name, progress in bytes of the parts. */
 static int multi_verify(const ckpt_file *f, void (*note)(void *, const char *),
                         void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
 {
     const ck_multi *m = MULTI(f);
-    (void)progress;
+    uint64_t done = 0, total = f->src.size;
     char line[512];
     for (size_t i = 0; i < m->nparts; i++) {
         if (!m->files[i]) continue;
-        if (ckpt_verify_progress(m->files[i], NULL, NULL, NULL, err)) {
+        sub_note sn = {note, ctx, base_name(m->paths[i])};
+        if (ckpt_verify_progress(m->files[i], note ? forward_note : NULL, NULL, &sn, err)) {
             prefix_err(err, base_name(m->paths[i]));
             return -1;
         }
@@ -641,15 +667,29 @@ static int multi_verify(const ckpt_file *f, void (*note)(void *, const char *),
             snprintf(line, sizeof line, "%s: intact", base_name(m->paths[i]));
             note(ctx, line);
         }
+        done += m->files[i]->src.size;
+        if (progress && done < total) progress(ctx, done, total);
     }
-    for (size_t i = 0; i < m->nembedded; i++)
-        if (ckpt_verify_progress(m->embedded[i], NULL, NULL, NULL, err)) return -1;
+    for (size_t i = 0; i < m->nembedded; i++) {
+        const char *pn = base_name(m->paths[m->embedded_part[i]]);
+        sub_note sn = {note, ctx, pn};
+        if (ckpt_verify_progress(m->embedded[i], note ? forward_note : NULL, NULL, &sn, err)) {
+            ck_err_prefix(err, "%s, record at byte %llu", pn,
+                          (unsigned long long)m->embedded_off[i]);
+            if (err && err->offset >= 0)
+                err->offset += (int64_t)m->embedded_off[i]; /* in the part */
+            return -1;
+        }
+        done += m->embedded[i]->src.size;
+        if (progress && done < total) progress(ctx, done, total);
+    }
     if (note && m->meta) {
         snprintf(line, sizeof line,
                  "%zu torch.save records in %zu files: CRCs checked; chunks tile their tensors",
                  m->nembedded, m->nparts);
         note(ctx, line);
     }
+    if (progress) progress(ctx, total, total);
     return 0;
 }
 
@@ -665,6 +705,8 @@ static void multi_close(ckpt_file *f)
         free(m->srcs[i]);
     }
     free(m->embedded);
+    free(m->embedded_part);
+    free(m->embedded_off);
     ck_map_free(&m->embedded_at);
     free(m->paths);
     free(m->files);

@@ -37,9 +37,11 @@ typedef struct ck_multi {
     ckpt_file **files; /* shards: each part opened */
     ck_source **srcs;  /* DCP: each part's bytes (NULL until opened) */
     size_t nparts, cap_parts;
-    ck_map part_names;    /* rel -> part */
-    ckpt_file **embedded; /* DCP: chunk and value files */
-    ck_map embedded_at;   /* "part:offset:length" -> embedded index */
+    ck_map part_names;      /* rel -> part */
+    ckpt_file **embedded;   /* DCP: chunk and value files */
+    size_t *embedded_part;  /* each one's part */
+    uint64_t *embedded_off; /* and its offset there */
+    ck_map embedded_at;     /* "part:offset:length" -> embedded index */
     size_t nembedded, cap_embedded;
     ck_link *links; /* per storage of the composite */
     size_t cap_links;
