@@ -17,6 +17,9 @@
  *   - torch.export   .pt2 archives of torch.export.save (PyTorch 2.6): the
  *                    tensors are ep.state_dict, then ep.constants, read in
  *                    place from the torch.save archives nested in it
+ *   - safetensors    header checked against the file, tensors read in place
+ * and, through ckpt_open_path(), checkpoints of several files: shard
+ * indexes (*.index.json) and torch.distributed.checkpoint folders.
  *
  * Conventions
  *   - Every function that can fail takes a `ckpt_error *err` out-parameter,
@@ -217,6 +220,24 @@ CKPT_API ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_o
  * called by ckpt_close()), on failure it is closed before returning. */
 CKPT_API ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt,
                                      ckpt_error *err);
+/* Open a checkpoint of one or several files: a regular file (as
+ * ckpt_open()), a shard index (`pytorch_model.bin.index.json`,
+ * `model.safetensors.index.json`), a folder holding one index, a
+ * torch.distributed.checkpoint folder (`.metadata` + `*.distcp`), or a
+ * folder holding a single checkpoint file.  Several files are presented as
+ * one flattened state dict (format CKPT_FORMAT_SHARDED or CKPT_FORMAT_DCP):
+ * the names, dtypes, shapes and bytes loading every shard would give.
+ * Every file an index or a .metadata names must stay inside the folder. */
+CKPT_API ckpt_file *ckpt_open_path(const char *path, const ckpt_options *opt, ckpt_error *err);
+/* The files behind an open checkpoint: 1 for a single file (whose path
+ * ckpt_part_path() does not know: NULL); for a composite, the shard or
+ * .distcp files, ckpt_part_path() giving each one's path. */
+CKPT_API size_t ckpt_part_count(const ckpt_file *f);
+CKPT_API const char *ckpt_part_path(const ckpt_file *f, size_t i);
+/* The part holding tensor t (0 for a single file; a DCP tensor in several
+ * chunks: the part of its first chunk). */
+struct ckpt_tensor;
+CKPT_API size_t ckpt_tensor_part(const ckpt_file *f, const struct ckpt_tensor *t);
 /* Release everything.  NULL is allowed. */
 CKPT_API void ckpt_close(ckpt_file *f);
 

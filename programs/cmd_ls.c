@@ -30,7 +30,9 @@ static const char usage[] =
     "              \"shape\", \"stride\", \"storage\", \"storage_offset\", \"nbytes\",\n"
     "              \"file_offset\"}, ...]} (file_offset null when the bytes are\n"
     "              compressed; a name that is not UTF-8 also gets\n"
-    "              \"name_bytes\": the base64 of its bytes)\n"
+    "              \"name_bytes\": the base64 of its bytes; a checkpoint of\n"
+    "              several files (a folder, an *.index.json) also gives\n"
+    "              \"part\": the file holding the tensor)\n"
     "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
     "              that is not a top-level key is a path of keys\n"
     "              (optimizer.state.0; at each level the longest run of\n"
@@ -218,12 +220,16 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
         fputs(", \"nbytes\": ", stdout);
         put_u64(t->nbytes);
         fputs(", \"file_offset\": ", stdout);
-        if (t->file_offset >= 0) {
+        if (t->file_offset >= 0)
             put_i64(t->file_offset);
-            putchar('}');
-        } else {
-            fputs("null}", stdout);
+        else
+            fputs("null", stdout);
+        const char *part = ckpt_part_path(f, ckpt_tensor_part(f, t));
+        if (part) {
+            fputs(", \"part\": ", stdout);
+            cli_json_string(stdout, part, strlen(part));
         }
+        putchar('}');
         if ((i & 4095) == 0 && cli_stdout_failed()) return CLI_FAIL;
     }
     fputs("]}\n", stdout);

@@ -572,5 +572,5 @@ ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error 
     ckpt_reader rd;
     int r = cli_input_reader(path, &rd, err);
     if (r < 0) return NULL;
-    return r ? ckpt_open_reader(&rd, opt, err) : ckpt_open(path, opt, err);
+    return r ? ckpt_open_reader(&rd, opt, err) : ckpt_open_path(path, opt, err);
 }

@@ -37,6 +37,24 @@ typedef struct ck_format {
 extern const ck_format ck_format_zip;    /* torch_zip.c: torch.save since 1.6, torch.jit.save */
 extern const ck_format ck_format_tar;    /* tar.c: torch.save before 0.1.10 */
 extern const ck_format ck_format_pickle; /* plain.c: a bare pickle, or the legacy stream */
+extern const ck_format ck_format_safetensors; /* safetensors_file.c: a .safetensors file */
+extern const ck_format ck_format_multi;       /* multi.c: shards (index.json) or a DCP folder */
+
+/* safetensors_file.c: "F32" ... to a dtype: 0, or -1 when unknown. */
+int ck_safetensors_dtype(const char *s, ckpt_dtype *d);
+
+/* open.c: a new, empty file with the caller's options taken and torch's
+ * pickle hooks set (for containers that are not one byte source). */
+ckpt_file *ck_file_new(const ckpt_options *opt, ckpt_error *err);
+
+/* multi.c: a contiguous tensor of `dtype` and `shape` (ndim entries,
+ * copied) over storage `storage`, as a CKPT_V_TENSOR value. */
+int ck_format_tensor(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
+                     const int64_t *shape, int64_t pos, ckpt_value **out, ckpt_error *err);
+
+/* dcp.c: read a DCP folder's .metadata into the composite f (multi.c). */
+struct ck_multi;
+int ck_dcp_open(ckpt_file *f, struct ck_multi *m, const char *dir, ckpt_error *err);
 
 /* legacy.c: the legacy stream, once the first pickle showed its magic. */
 int ck_legacy_open(ckpt_file *f, ckpt_error *err);

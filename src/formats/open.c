@@ -13,19 +13,19 @@
 static const ck_format *const registry[] = {
     &ck_format_zip,
     &ck_format_tar,
+    &ck_format_safetensors, /* before pickle: its first byte may look like an opcode */
     &ck_format_pickle,
 };
 
-static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
+/* Options, limits and torch's hooks: 0, or -1 with f closed. */
+static int setup(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
 {
-    ckpt_error local;
-    if (!err) err = &local;
     err->code = CKPT_OK;
     err->offset = -1;
     err->message[0] = 0;
     if (ck_take_options(&f->opt, opt, err)) {
         ckpt_close(f);
-        return NULL;
+        return -1;
     }
     if (f->opt.max_rank > 64) f->opt.max_rank = 64;
     if (f->opt.max_depth > 2048) f->opt.max_depth = 2048; /* the walk recurses: C stack */
@@ -37,6 +37,14 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
     }
     f->version = "";
     f->root_name = "";
+    return 0;
+}
+
+static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
+{
+    ckpt_error local;
+    if (!err) err = &local;
+    if (setup(f, opt, err)) return NULL;
     uint8_t head[512];
     size_t hn = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
     int r;
@@ -55,8 +63,8 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
             r = f->fmt->open(f, err);
         else
             r = ck_fail(err, CKPT_E_FORMAT, 0,
-                        "not a checkpoint: starts with neither a ZIP, a TAR nor a pickle header "
-                        "(first byte 0x%02x)",
+                        "not a checkpoint: starts with neither a ZIP, a TAR, a safetensors nor a "
+                        "pickle header (first byte 0x%02x)",
                         head[0]);
     }
     if (r == 0) r = ck_catalogue(f, err);
@@ -76,6 +84,15 @@ static ckpt_file *new_file(ckpt_error *err)
         ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     else
         f->src.fd = -1;
+    return f;
+}
+
+ckpt_file *ck_file_new(const ckpt_options *opt, ckpt_error *err)
+{
+    ckpt_error local;
+    if (!err) err = &local;
+    ckpt_file *f = new_file(err);
+    if (!f || setup(f, opt, err)) return NULL;
     return f;
 }
 

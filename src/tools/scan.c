@@ -956,7 +956,7 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data, 
     memset(&r->error, 0, sizeof r->error);
     r->error.offset = -1;
     if (from == SCAN_FROM_PATH)
-        f = ckpt_open(path, &o, &r->error);
+        f = ckpt_open_path(path, &o, &r->error); /* also folders, shard indexes */
     else if (from == SCAN_FROM_MEMORY)
         f = ckpt_open_memory(data, size, &o, &r->error);
     else
