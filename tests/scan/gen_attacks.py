@@ -15,10 +15,18 @@ Usage: python3 tests/scan/gen_attacks.py   (rewrites files/ and manifest.tsv)
 import argparse
 import collections
 import datetime
+import gzip
+import io
 import os
 import pickle
+import shutil
 import struct
+import subprocess
 import sys
+import tarfile
+import tempfile
+import zipfile
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "files")
@@ -168,6 +176,116 @@ def honest():
     return out
 
 
+# ---- group 4: archives that are not torch.save files --------------------
+# Python's zipfile/tarfile/gzip write the containers (fixed dates, so the
+# bytes do not change between runs); the pickles inside are the bytes above.
+ISSUE12_G4 = "ckpt issue 12 group 4 (containers: a generic ZIP/TAR/7z holding pickles)"
+EVIL = call_p2("os", "system", ["true"])
+OD = (b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(X\x06\x00\x00\x00weightq\x02K\x01"
+      b"X\x04\x00\x00\x00biasq\x03K\x02u.")
+
+
+def zip_of(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data, method in members:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            z.writestr(info, data)
+    return buf.getvalue()
+
+
+def tar_of(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def gz(data):
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as g:
+        g.write(data)
+    return buf.getvalue()
+
+
+def seven_zip_store(name, data):
+    """A 7z archive of one file, stored (method Copy), field by field as
+    7zFormat.txt describes it; every number here is below 0x80, so each is
+    one byte.  p7zip's `7z a -m0=Copy -mtm=off -mtc=off -mta=off` writes
+    the same bytes (checked when it is installed)."""
+    assert len(data) < 0x80
+    fname = name.encode("utf-16-le") + b"\0\0"
+    header = bytes([
+        0x01,                    # Header
+        0x04,                    # MainStreamsInfo
+        0x06, 0x00, 0x01,        # PackInfo: pack pos 0, 1 stream
+        0x09, len(data), 0x00,   # its size; End
+        0x07, 0x0B, 0x01, 0x00,  # UnPackInfo: Folder, 1 folder, not external
+        0x01, 0x01, 0x00,        # 1 coder: simple, 1-byte id 00 (Copy)
+        0x0C, len(data), 0x00,   # CodersUnPackSize; End
+        0x08, 0x0A, 0x01,        # SubStreamsInfo: CRC, all defined
+    ]) + struct.pack("<I", zlib.crc32(data)) + bytes([
+        0x00, 0x00,              # End (substreams), End (streams)
+        0x05, 0x01,              # FilesInfo: 1 file
+        0x11, len(fname) + 1, 0x00,  # Name, size, not external
+    ]) + fname + bytes([0x00, 0x00])  # End (files), End (header)
+    start = struct.pack("<QQI", len(data), len(header), zlib.crc32(header))
+    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + data + header
+
+
+def torch_zip_of(pkl):
+    """A torch.save-shaped ZIP (root folder, data.pkl, version)."""
+    return zip_of([("archive/data.pkl", pkl, zipfile.ZIP_STORED),
+                   ("archive/version", b"3\n", zipfile.ZIP_STORED)])
+
+
+def archives():
+    """(file name, bytes, expected exit, global or member, source)."""
+    seven = seven_zip_store("evil.pkl", EVIL)
+    if shutil.which("7z"):  # Debian's p7zip-full: the hand-made bytes are what it writes
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "evil.pkl")
+            with open(p, "wb") as f:
+                f.write(EVIL)
+            os.utime(p, (315532800, 315532800))
+            subprocess.run(["7z", "a", "-bso0", "-bsp0", "-m0=Copy", "-mtm=off", "-mtc=off",
+                            "-mta=off", "-mtr=off", os.path.join(d, "x.7z"), p], check=True,
+                           cwd=d)
+            with open(os.path.join(d, "x.7z"), "rb") as f:
+                made = f.read()
+            if made != seven:
+                print("7z store archive: hand-made bytes differ from p7zip's", file=sys.stderr)
+                seven = None
+    return [
+        ("generic_zip_pickles.zip",
+         zip_of([("README.txt", b"weights\n", zipfile.ZIP_DEFLATED),
+                 ("config.pkl", OD, zipfile.ZIP_STORED),
+                 ("model.pkl", EVIL, zipfile.ZIP_DEFLATED)]),
+         3, "os.system", ISSUE12_G4 + ": a .zip of .pkl files"),
+        ("generic_zip_model_bin.zip",
+         zip_of([("model.bin", torch_zip_of(EVIL), zipfile.ZIP_DEFLATED)]),
+         3, "os.system", ISSUE12_G4 + ": model.bin (a torch ZIP) zipped by hand"),
+        ("tar_of_pickles.tar", tar_of([("a.pkl", OD), ("b.pkl", EVIL)]),
+         3, "os.system", ISSUE12_G4 + ": a .tar of .pkl files"),
+        ("tar_of_pickles.tar.gz", gz(tar_of([("a.pkl", OD), ("sub/b.pkl", EVIL)])),
+         3, "os.system", ISSUE12_G4 + ": a compressed tar (libarchive)"),
+        ("pickle_gz.pkl.gz", gz(EVIL),
+         3, "os.system", ISSUE12_G4 + ": one gzip-compressed pickle (libarchive raw)"),
+        ("evil_store.7z", seven,
+         3, "os.system", ISSUE12_G4 + ": a 7z archive (libarchive)"),
+        ("zip_unreadable_member.zip",
+         zip_of([("ok.pkl", OD, zipfile.ZIP_STORED), ("broken.pkl", b"\x80\x02\xff", zipfile.ZIP_STORED)]),
+         1, "broken.pkl", ISSUE12_G4 + ": a member ckpt cannot open is named, exit 1"),
+        ("honest_tar_of_pickles.tar.gz", gz(tar_of([("a.pkl", OD)])),
+         0, "-", "honest: a compressed tar of a pickled OrderedDict"),
+    ]
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -191,6 +309,13 @@ def main():
         with open(os.path.join(OUT, fn), "wb") as f:
             f.write(data)
         rows.append(f"{fn}\t0\t-\thonest: pickle.dumps({type(obj).__module__}.{type(obj).__name__}, protocol={proto})")
+    for fn, data, want, glob, src in archives():
+        if data is None:
+            bad += 1
+            continue
+        with open(os.path.join(OUT, fn), "wb") as f:
+            f.write(data)
+        rows.append(f"{fn}\t{want}\t{glob}\t{src}")
     with open(os.path.join(HERE, "manifest.tsv"), "w") as f:
         f.write("\n".join(rows) + "\n")
     return 1 if bad else 0

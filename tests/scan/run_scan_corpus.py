@@ -3,7 +3,8 @@
 
 For each row of manifest.tsv: run `ckpt scan FILE`, check the exit status,
 and for attacks (exit 3) that the named global is listed with verdict
-`dangerous`; for honest files (exit 0) that nothing is dangerous.
+`dangerous`; for honest files (exit 0) that nothing is dangerous; for files
+ckpt cannot read (exit 1) that the error on stderr names the member.
 Every file under files/ must have a manifest row.
 Usage: run_scan_corpus.py CKPT_BINARY [SCAN_DIR]
 """
@@ -39,7 +40,11 @@ def main():
             cols = line.split()
             if len(cols) >= 2 and cols[0] in ("safe", "unknown", "dangerous"):
                 verdicts.setdefault(cols[1], set()).add(cols[0])
-        if glob != "-":
+        if want == "1":
+            # a file ckpt cannot read to the end: the error names the member
+            check(glob in p.stderr and p.stderr.startswith("ckpt: "),
+                  f"{name}: stderr names {glob} (got {p.stderr.strip()!r})")
+        elif glob != "-":
             check("dangerous" in verdicts.get(glob, set()),
                   f"{name}: {glob} listed as dangerous (got {sorted(verdicts.get(glob, []))})")
         else:
