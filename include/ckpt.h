@@ -172,7 +172,10 @@ typedef struct ckpt_options {
      * and other loaders call pickle.load again), labelled "pickle#2",
      * "pickle#3", ...; in a torch ZIP every record besides data.pkl (and
      * constants.pkl) that is a *.pkl, starts with PROTO 2-5 or repeats a
-     * name (no longer an error), labelled "NAME (record N)".  One that does
+     * name (no longer an error), labelled "NAME (record N)"; the pickles
+     * after the STOP of a ZIP record ("data.pkl#2"), of a TAR member
+     * ("tar:pickle#2") and after a legacy stream's last storage
+     * ("legacy:trailing#1").  One that does
      * not parse gives a note, not an error (its globals reach on_global all
      * the same).  Default 0. */
     int scan_all_pickles;

@@ -38,6 +38,14 @@ extern const ck_format ck_format_zip;    /* torch_zip.c: torch.save since 1.6, t
 extern const ck_format ck_format_tar;    /* tar.c: torch.save before 0.1.10 */
 extern const ck_format ck_format_pickle; /* plain.c: a bare pickle, or the legacy stream */
 
+/* plain.c, for scanners (options.scan_all_pickles): run every further
+ * pickle in [off, end) of the file ("<base>#<first>", ...), or in the rest
+ * of a pickle in memory after `used` ("<label>#2", ...); one that breaks
+ * gives a note.  -1 only when out of memory. */
+int ck_further_pickles(ckpt_file *f, uint64_t off, uint64_t end, const char *base, uint32_t first,
+                       ckpt_error *err);
+int ck_further_pickles_in(ckpt_file *f, const ck_pickle_in *in, size_t used, ckpt_error *err);
+
 /* legacy.c: the legacy stream, once the first pickle showed its magic. */
 int ck_legacy_open(ckpt_file *f, ckpt_error *err);
 /* Is this pickled value the legacy stream's magic number? */

@@ -198,6 +198,8 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
     if (r == 0 && used < z->size)
         r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    if (r == 0 && used < z->size && f->opt.scan_all_pickles) /* and a scan runs them */
+        r = ck_further_pickles_in(f, &in, used, err);
     if (buf) ck_mem_release(&f->arena, z->size);
     free(buf);
     return r == 0 ? 0 : -1;
@@ -228,11 +230,8 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
         *yes = 1;
         return 0;
     }
-    /* TorchScript's source-range pickles, read by its own C++ unpickler
-     * (torch.jit._pickle globals only): left out, as the code/ records are */
-    if (f->format == CKPT_FORMAT_TORCHSCRIPT && z->name_len >= 10 &&
-        memcmp(z->name + z->name_len - 10, ".debug_pkl", 10) == 0)
-        return 0;
+    /* TorchScript's source-range .debug_pkl records are found by their
+     * first bytes (PROTO 2) like any other pickle record */
     if (z->size < 2) return 0;
     uint8_t head[2];
     if (z->method == 8) {

@@ -244,6 +244,39 @@ def torch_zip_of(pkl):
                    ("archive/version", b"3\n", zipfile.ZIP_STORED)])
 
 
+ISSUE12_G2 = "ckpt issue 12 group 2 (pickles a load never reads)"
+FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
+
+
+def legacy_with_trailing_pickle():
+    """torch.save(_use_new_zipfile_serialization=False) of a small state dict
+    (saving an honest object runs nothing), then a pickle after the last
+    storage: torch.load stops before it, a second load call would not."""
+    try:
+        import torch
+    except ImportError:
+        with open(os.path.join(OUT, "legacy_trailing_pickle.pt"), "rb") as f:  # keep the committed one
+            return f.read()
+    buf = io.BytesIO()
+    torch.save(collections.OrderedDict(w=torch.zeros(2)), buf, _use_new_zipfile_serialization=False)
+    return buf.getvalue() + EVIL
+
+
+def tar_with_second_pickle():
+    """tests/fixtures/views_tar.pt (torch.save before 0.1.10) with a second
+    pickle after the STOP of its 'pickle' member."""
+    src = tarfile.open(os.path.join(FIXTURES, "views_tar.pt"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=src.format) as out:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name == "pickle":
+                data += EVIL
+                m.size = len(data)
+            out.addfile(m, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
 def archives():
     """(file name, bytes, expected exit, global or member, source)."""
     seven = seven_zip_store("evil.pkl", EVIL)
@@ -283,13 +316,31 @@ def archives():
          1, "broken.pkl", ISSUE12_G4 + ": a member ckpt cannot open is named, exit 1"),
         ("honest_tar_of_pickles.tar.gz", gz(tar_of([("a.pkl", OD)])),
          0, "-", "honest: a compressed tar of a pickled OrderedDict"),
+        # group 2: after STOP inside containers, TorchScript's .debug_pkl
+        ("zip_record_second_pickle.pt", torch_zip_of(OD + EVIL),
+         3, "os.system", ISSUE12_G2 + ": a second pickle after data.pkl's STOP"),
+        ("legacy_trailing_pickle.pt", legacy_with_trailing_pickle(),
+         3, "os.system", ISSUE12_G2 + ": a pickle after a legacy stream's last storage"),
+        ("tar_member_second_pickle.pt", tar_with_second_pickle(),
+         3, "os.system", ISSUE12_G2 + ": a second pickle in a torch TAR's pickle member"),
+        ("torchscript_debug_pkl.pt",
+         zip_of([("m/data.pkl", OD, zipfile.ZIP_STORED), ("m/constants.pkl", b"\x80\x02).", zipfile.ZIP_STORED),
+                 ("m/code/__torch__.py.debug_pkl", EVIL, zipfile.ZIP_DEFLATED),
+                 ("m/version", b"3\n", zipfile.ZIP_STORED)]),
+         3, "os.system", ISSUE12_G2 + ": TorchScript .debug_pkl record holding a pickle"),
     ]
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    keep = set()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        keep.add("legacy_trailing_pickle.pt")  # made by torch.save: kept as committed
     for f in os.listdir(OUT):
-        os.unlink(os.path.join(OUT, f))
+        if f not in keep:
+            os.unlink(os.path.join(OUT, f))
     rows = ["# file\texpected_exit\tdangerous_global\tsource"]
     for stem, mod, name, args, enc, src in ATTACKS:
         fn = stem + ".pkl"
