@@ -175,7 +175,10 @@ typedef struct ckpt_options {
      * name (no longer an error), labelled "NAME (record N)"; the pickles
      * after the STOP of a ZIP record ("data.pkl#2"), of a TAR member
      * ("tar:pickle#2") and after a legacy stream's last storage
-     * ("legacy:trailing#1").  One that does
+     * ("legacy:trailing#1"); and every bytes value that begins with PROTO
+     * or is an argument of a loader call (pickle.loads, torch.load(
+     * io.BytesIO(b)), ...), opened as a file of its own, 8 deep at most,
+     * its globals labelled "LABEL>bytes@OFFSET[>inner label]".  One that does
      * not parse gives a note, not an error (its globals reach on_global all
      * the same).  Default 0. */
     int scan_all_pickles;

@@ -46,6 +46,11 @@ int ck_further_pickles(ckpt_file *f, uint64_t off, uint64_t end, const char *bas
                        ckpt_error *err);
 int ck_further_pickles_in(ckpt_file *f, const ck_pickle_in *in, size_t used, ckpt_error *err);
 
+/* nested.c, for scanners: open every bytes value the pickles made that a
+ * second load would unpickle (ck_unpickler.nested), its globals reported
+ * as "LABEL>bytes@OFFSET...".  -1 only when out of memory. */
+int ck_scan_nested(ckpt_file *f, ckpt_error *err);
+
 /* legacy.c: the legacy stream, once the first pickle showed its magic. */
 int ck_legacy_open(ckpt_file *f, ckpt_error *err);
 /* Is this pickled value the legacy stream's magic number? */

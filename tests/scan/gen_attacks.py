@@ -277,6 +277,44 @@ def tar_with_second_pickle():
     return buf.getvalue()
 
 
+ISSUE12_BYTES = "ckpt issue 12 group 2 (pickles inside bytes values that a loader would unpickle)"
+
+
+def binbytes(b):
+    """SHORT_BINBYTES or BINBYTES (protocol 3+)."""
+    return (b"C" + bytes([len(b)]) + b) if len(b) < 256 else (b"B" + struct.pack("<I", len(b)) + b)
+
+
+def dict_blob(blob):
+    """{'blob': blob} (protocol 3), as pickle.dumps writes it."""
+    return b"\x80\x03}q\x00X\x04\x00\x00\x00blobq\x01" + binbytes(blob) + b"q\x02s."
+
+
+def in_bytes():
+    """(file name, bytes, expected exit, global, source) for pickles in bytes."""
+    p0 = call_p0("posix", "system", ["true"])
+    return [
+        ("bytes_blob_pickle.pkl", dict_blob(EVIL), 3, "os.system",
+         ISSUE12_BYTES + ": bytes beginning with PROTO, no loader named (a later pickle.loads)"),
+        ("bytes_pickle_loads.pkl", b"\x80\x03cpickle\nloads\n" + binbytes(EVIL) + b"\x85R.", 3,
+         "os.system", ISSUE12_BYTES + ": pickle.loads(bytes)"),
+        ("bytes_pickle_loads_p0_codecs.pkl",
+         b"\x80\x02c_pickle\nloads\nc_codecs\nencode\nX" + struct.pack("<I", len(p0)) + p0 +
+         b"X\x06\x00\x00\x00latin1\x86R\x85R.", 3, "posix.system",
+         ISSUE12_BYTES + ": _pickle.loads of a protocol-0 pickle made by _codecs.encode"),
+        ("bytes_torch_load_bytesio.pkl",
+         b"\x80\x03ctorch\nload\nc_io\nBytesIO\n" + binbytes(torch_zip_of(EVIL)) + b"\x85R\x85R.", 3,
+         "os.system", ISSUE12_BYTES + ": torch.load(io.BytesIO(a torch ZIP))"),
+        ("bytes_storage_load_from_bytes.pt",
+         torch_zip_of(b"\x80\x02ctorch.storage\n_load_from_bytes\n" + binbytes(torch_zip_of(EVIL)) + b"\x85R."),
+         3, "os.system", ISSUE12_BYTES + ": torch.storage._load_from_bytes in data.pkl"),
+        ("bytes_blob_twice.pkl", dict_blob(dict_blob(EVIL)), 3, "os.system",
+         ISSUE12_BYTES + ": a pickle in bytes in a pickle in bytes"),
+        ("honest_bytes_blob_pickle.pkl", dict_blob(OD), 0, "-",
+         "honest: {'blob': pickle.dumps(OrderedDict, protocol=2)} (pickle.dumps, protocol=3)"),
+    ]
+
+
 def archives():
     """(file name, bytes, expected exit, global or member, source)."""
     seven = seven_zip_store("evil.pkl", EVIL)
@@ -360,7 +398,12 @@ def main():
         with open(os.path.join(OUT, fn), "wb") as f:
             f.write(data)
         rows.append(f"{fn}\t0\t-\thonest: pickle.dumps({type(obj).__module__}.{type(obj).__name__}, protocol={proto})")
-    for fn, data, want, glob, src in archives():
+    real = pickle.dumps({"blob": OD}, protocol=3)
+    if real != dict_blob(OD):
+        print(f"dict_blob: hand-built bytes differ from pickle.dumps:\n  {dict_blob(OD)!r}\n  {real!r}",
+              file=sys.stderr)
+        bad += 1
+    for fn, data, want, glob, src in archives() + in_bytes():
         if data is None:
             bad += 1
             continue
