@@ -312,6 +312,13 @@ static const rule dangerous_rules[] = {
     {"xml.dom.minidom", "parse", W_NET},
     {"xml.etree.ElementTree", "parse", W_FILE},
     {"xml.etree.ElementTree", "ElementTree", W_FILE}, /* .write(path) */
+    /* picklescan 1.0.5 _unsafe_globals (src/picklescan/scanner.py, after
+     * PRs #50/#53/#54/#65): whole modules it refuses where ckpt named only
+     * some helpers; no honest checkpoint pickles anything of them */
+    {"asyncio", NULL, W_PROC},      /* event loops: subprocess_shell, sockets */
+    {"_osx_support", NULL, W_PROC}, /* _default_sysroot(cc) & co. run cc via os.system */
+    {"_aix_support", NULL, W_PROC}, /* _aix_bos_rte runs lslpp */
+    {"uuid", "_find_mac*", W_PROC}, /* stdlib: _find_mac_near_keyword(command, ...) runs it */
     {"asyncio", "open_connection", W_NET},
     {"asyncio", "start_server", W_NET},
     {"asyncio", "run", W_EVAL},            /* drives any coroutine */

@@ -40,6 +40,7 @@ PS_ENSUREPIP = "GHSA-xp4f-hrf8-rxw7 (picklescan: ensurepip._run_pip)"
 PS_TIMEIT = "GHSA-v7x6-rv5q-mhwc (picklescan: timeit.timeit)"
 PS_IMPORTLIB = "picklescan issue #66 / PR #74 (importlib, marshal)"
 MS = "modelscan PR #313 (unsafe globals database)"
+PS_105 = "picklescan 1.0.5 _unsafe_globals (PRs #50/#53/#54/#65: whole asyncio, _osx_support, _aix_support, uuid modules)"
 CLASSIC = "pickle docs 'Restricting Globals' (os.system via __reduce__)"
 
 
@@ -146,6 +147,10 @@ ATTACKS = [
     ("gc_get_objects", "gc", "get_objects", [], call_p2, "stdlib: gc.get_objects reaches any object"),
     ("torch_show_pickle", "torch.utils.show_pickle", "main", ["x"], call_p2, "torch: show_pickle unpickles the file"),
     ("torch_lite_load", "torch._C", "_load_for_lite_interpreter", ["x.ptl"], call_p4, "torch: loads a TorchScript lite module"),
+    ("asyncio_base_events_subprocess_shell", "asyncio.base_events", "BaseEventLoop.subprocess_shell", ["true"], call_p4, PS_105),
+    ("asyncio_tasks_gather", "asyncio.tasks", "gather", [], call_p2, PS_105),
+    ("osx_support_default_sysroot", "_osx_support", "_default_sysroot", ["true;"], call_p2, PS_105),
+    ("uuid_find_mac_near_keyword", "uuid", "_find_mac_near_keyword", ["true", "", "", ""], call_p4, PS_105),
     ("dotted_os_via_torch", "torch", "serialization.os.system", ["true"], call_p4, "protocol 4 dotted qualname resolved with getattr"),
 ]
 
