@@ -1023,7 +1023,7 @@ static int openable(const unsigned char *h, size_t n)
 {
     if (n == 0) return 0;
     if (h[0] == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", h[0]) != NULL) return 1;
-    return zip_or_tar(h, n) || foreign_archive(h, n);
+    return zip_or_tar(h, n) || foreign_archive(h, n) || (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0);
 }
 
 static ckpt_scan_report *scan_depth(const scan_src *src, const ckpt_options *opt, unsigned flags,
@@ -1326,6 +1326,121 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
 }
 #endif
 
+/* Bytes [off, end) of the input in memory (NULL when they cannot be read
+ * or pass `limit`). */
+static unsigned char *read_rest(const scan_src *s, uint64_t off, uint64_t limit, size_t *len)
+{
+    unsigned char *buf;
+    uint64_t size;
+    if (s->from == SCAN_FROM_MEMORY) {
+        size = s->size;
+    } else if (s->from == SCAN_FROM_READER) {
+        size = s->reader->size;
+    } else {
+        FILE *fp = fopen(s->path, "rb");
+        long end;
+        if (!fp) return NULL;
+        if (fseek(fp, 0, SEEK_END) != 0 || (end = ftell(fp)) < 0) {
+            fclose(fp);
+            return NULL;
+        }
+        size = (uint64_t)end;
+        buf = NULL;
+        if (off <= size && size - off <= limit && fseek(fp, (long)off, SEEK_SET) == 0 &&
+            (buf = malloc(size - off ? (size_t)(size - off) : 1)) != NULL &&
+            fread(buf, 1, (size_t)(size - off), fp) != (size_t)(size - off)) {
+            free(buf);
+            buf = NULL;
+        }
+        fclose(fp);
+        if (buf) *len = (size_t)(size - off);
+        return buf;
+    }
+    if (off > size || size - off > limit) return NULL;
+    buf = malloc(size - off ? (size_t)(size - off) : 1);
+    if (!buf) return NULL;
+    if (s->from == SCAN_FROM_MEMORY)
+        memcpy(buf, (const unsigned char *)s->data + off, (size_t)(size - off));
+    else if (size > off &&
+             s->reader->read(s->reader->opaque, off, buf, (size_t)(size - off)) != 0) {
+        free(buf);
+        return NULL;
+    }
+    *len = (size_t)(size - off);
+    return buf;
+}
+
+/* A numpy .npy file (numpy.save; the members of an .npz): an array of
+ * dtype object is stored as a pickle after the header, which numpy.load
+ * (allow_pickle=True) unpickles; any other array holds no pickle. */
+static void scan_npy(ckpt_scan_report *r, const scan_src *src, const unsigned char *h, size_t hn,
+                     const ckpt_options *o, unsigned flags, int depth)
+{
+    size_t hl, start, len = 0;
+    unsigned char *buf;
+    char line[400];
+    if (hn < 12 || (h[6] != 1 && h[6] != 2 && h[6] != 3)) {
+        set_error(r, CKPT_E_FORMAT, "numpy .npy file with an unknown version");
+        return;
+    }
+    hl = h[6] == 1 ? (size_t)h[8] | (size_t)h[9] << 8
+                   : (size_t)h[8] | (size_t)h[9] << 8 | (size_t)h[10] << 16 | (size_t)h[11] << 24;
+    start = (h[6] == 1 ? 10 : 12) + hl;
+    buf = read_rest(src, 0, start + (o->max_memory ? o->max_memory : (uint64_t)1 << 32), &len);
+    if (!buf || len < start) {
+        free(buf);
+        set_error(r, CKPT_E_FORMAT,
+                  "numpy .npy file: cannot read its header and data (truncated, or larger "
+                  "than the memory limit)");
+        return;
+    }
+    {
+        /* the header is a Python dict literal: {'descr': '|O', ...}; an
+         * object field of a structured dtype is ('name', '|O') */
+        char *hdr = malloc(hl + 1);
+        int object;
+        if (!hdr) {
+            free(buf);
+            r->oom = 1;
+            return;
+        }
+        memcpy(hdr, buf + start - hl, hl);
+        hdr[hl] = '\0';
+        object =
+            strstr(hdr, "|O'") != NULL || strstr(hdr, "'O'") != NULL || strstr(hdr, "|O\"") != NULL;
+        free(hdr);
+        if (!object) {
+            if (add_note(r, "numpy .npy array without objects: it holds no pickle") != 0)
+                r->oom = 1;
+            free(buf);
+            return;
+        }
+    }
+    {
+        scan_src m = {SCAN_FROM_MEMORY, NULL, buf + start, len - start, NULL};
+        ckpt_error e2;
+        ckpt_scan_report *sub = scan_depth(&m, o, flags, depth + 1, &e2);
+        if (!sub) {
+            r->oom = 1;
+        } else {
+            if (merge(r, sub, "npy:pickle") != 0) r->oom = 1;
+            if (sub->failed) {
+                snprintf(line, sizeof line, "numpy .npy object array: its pickle %s%.250s",
+                         sub->n ? "could not be read to the end: " : "does not open: ",
+                         sub->error.message);
+                set_error(r, sub->error.code, line);
+            }
+            snprintf(line, sizeof line,
+                     "numpy .npy object array: its pickle starts at byte %zu (offsets are "
+                     "within it)",
+                     start);
+            if (add_note(r, line) != 0) r->oom = 1;
+            ckpt_scan_free(sub);
+        }
+    }
+    free(buf);
+}
+
 /* Forget what a failed container open reported, for a scan as an archive. */
 static void reset_report(ckpt_scan_report *r)
 {
@@ -1373,6 +1488,8 @@ static ckpt_scan_report *scan_depth(const scan_src *src, const ckpt_options *opt
     hn = head_bytes(src, head, sizeof head);
     if (foreign_archive(head, hn)) {
         if (scan_archive(r, src, &o, flags, depth) != 0) r->oom = 1;
+    } else if (hn >= 6 && memcmp(head, "\x93NUMPY", 6) == 0) {
+        scan_npy(r, src, head, hn, &o, flags, depth);
     } else {
         if (src->from == SCAN_FROM_PATH) {
             f = ckpt_open(src->path, &o, &r->error);

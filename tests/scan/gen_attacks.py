@@ -320,6 +320,40 @@ def in_bytes():
     ]
 
 
+def npy_object(payload):
+    """A numpy .npy header for a 1-d object array, as numpy.save writes it
+    (format 1.0: magic, version, header length, dict padded to 64), then
+    `payload` where numpy.save puts the array's pickle."""
+    d = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"
+    pad = 64 - (10 + len(d) + 1) % 64
+    hdr = (d + " " * pad + "\n").encode("latin1")
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr + payload
+
+
+def npy_files():
+    """numpy object arrays: numpy.load(allow_pickle=True) unpickles them."""
+    src = "picklescan tests/data2/dns_exfiltration.npy (numpy object arrays hold a pickle)"
+    out = [
+        ("npy_object_evil.npy", npy_object(EVIL), 3, "os.system", src),
+        ("npz_object_evil.npz", zip_of([("a.npy", npy_object(OD), zipfile.ZIP_STORED),
+                                        ("b.npy", npy_object(EVIL), zipfile.ZIP_DEFLATED)]),
+         3, "os.system", src + "; an .npz is a ZIP of them"),
+    ]
+    try:
+        import numpy
+    except ImportError:
+        return out
+    buf = io.BytesIO()
+    numpy.save(buf, numpy.array([1, "a"], dtype=object), allow_pickle=True)  # runs nothing
+    real = buf.getvalue()
+    mine = npy_object(b"")
+    if real[:len(mine)] != mine:
+        print(f"npy header differs from numpy.save:\n  {mine!r}\n  {real[:len(mine)]!r}", file=sys.stderr)
+        return out + [("honest_npy_object.npy", None, 0, "-", "")]
+    out.append(("honest_npy_object.npy", real, 0, "-", "honest: numpy.save(object array [1, 'a'])"))
+    return out
+
+
 def archives():
     """(file name, bytes, expected exit, global or member, source)."""
     seven = seven_zip_store("evil.pkl", EVIL)
@@ -408,7 +442,7 @@ def main():
         print(f"dict_blob: hand-built bytes differ from pickle.dumps:\n  {dict_blob(OD)!r}\n  {real!r}",
               file=sys.stderr)
         bad += 1
-    for fn, data, want, glob, src in archives() + in_bytes():
+    for fn, data, want, glob, src in archives() + in_bytes() + npy_files():
         if data is None:
             bad += 1
             continue
