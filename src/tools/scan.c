@@ -1205,6 +1205,11 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
     archive_read_support_filter_all(a);
     archive_read_support_format_all(a);
     archive_read_support_format_raw(a); /* a single compressed pickle (x.pkl.gz) */
+    /* torch.load reads a ZIP record whatever its CRC-32 (miniz built without
+     * the check): a bad CRC must not hide a member from the scan
+     * (CVE-2025-10156 against picklescan); libarchive before 3.4 lacks the
+     * option, which then only costs that member an error */
+    (void)archive_read_set_options(a, "zip:ignorecrc32");
     if (src->from == SCAN_FROM_PATH) {
         rc = archive_read_open_filename(a, src->path, 65536);
     } else if (src->from == SCAN_FROM_MEMORY) {

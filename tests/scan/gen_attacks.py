@@ -354,6 +354,22 @@ def npy_files():
     return out
 
 
+def bad_crc(zb):
+    """Every CRC-32 of a stored ZIP flipped, in the local headers and the
+    central directory (CVE-2025-10156: picklescan gave up on the CRC error,
+    torch.load, whose miniz skips the check, loads the record)."""
+    b = bytearray(zb)
+    for sig, at in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):
+        i = b.find(sig)
+        while i >= 0:
+            b[i + at:i + at + 4] = bytes(x ^ 0xFF for x in b[i + at:i + at + 4])
+            i = b.find(sig, i + 4)
+    return bytes(b)
+
+
+CVE_10156 = "CVE-2025-10156 / picklescan tests/data2/malicious1_crc.zip (a ZIP record with a bad CRC-32)"
+
+
 def archives():
     """(file name, bytes, expected exit, global or member, source)."""
     seven = seven_zip_store("evil.pkl", EVIL)
@@ -393,6 +409,10 @@ def archives():
          1, "broken.pkl", ISSUE12_G4 + ": a member ckpt cannot open is named, exit 1"),
         ("honest_tar_of_pickles.tar.gz", gz(tar_of([("a.pkl", OD)])),
          0, "-", "honest: a compressed tar of a pickled OrderedDict"),
+        ("zip_bad_crc.zip", bad_crc(zip_of([("data.pkl", EVIL, zipfile.ZIP_STORED)])),
+         3, "os.system", CVE_10156 + ": generic ZIP"),
+        ("torch_zip_bad_crc.pt", bad_crc(torch_zip_of(EVIL)),
+         3, "os.system", CVE_10156 + ": torch.save layout"),
         # group 2: after STOP inside containers, TorchScript's .debug_pkl
         ("zip_record_second_pickle.pt", torch_zip_of(OD + EVIL),
          3, "os.system", ISSUE12_G2 + ": a second pickle after data.pkl's STOP"),
