@@ -1241,7 +1241,8 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
         size_t len = 0;
         int big = 0;
         if (!name) name = "?";
-        if (archive_entry_filetype(e) != AE_IFREG) continue;
+        /* files; a 7z entry without Unix attributes has no type at all */
+        if (archive_entry_filetype(e) != AE_IFREG && archive_entry_filetype(e) != 0) continue;
         if (++members > o->max_entries) {
             snprintf(line, sizeof line, "the archive has more than %u members (max_entries)",
                      o->max_entries);

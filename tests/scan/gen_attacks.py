@@ -218,7 +218,7 @@ def gz(data):
     return buf.getvalue()
 
 
-def seven_zip_store(name, data):
+def seven_zip_store(name, data, windows_attrib=None):
     """A 7z archive of one file, stored (method Copy), field by field as
     7zFormat.txt describes it; every number here is below 0x80, so each is
     one byte.  p7zip's `7z a -m0=Copy -mtm=off -mtc=off -mta=off` writes
@@ -238,7 +238,10 @@ def seven_zip_store(name, data):
         0x00, 0x00,              # End (substreams), End (streams)
         0x05, 0x01,              # FilesInfo: 1 file
         0x11, len(fname) + 1, 0x00,  # Name, size, not external
-    ]) + fname + bytes([0x00, 0x00])  # End (files), End (header)
+    ]) + fname
+    if windows_attrib is not None:  # Attributes: all defined, not external
+        header += bytes([0x15, 6, 0x01, 0x00]) + struct.pack("<I", windows_attrib)
+    header += bytes([0x00, 0x00])  # End (files), End (header)
     start = struct.pack("<QQI", len(data), len(header), zlib.crc32(header))
     return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + data + header
 
@@ -404,6 +407,9 @@ def archives():
          3, "os.system", ISSUE12_G4 + ": one gzip-compressed pickle (libarchive raw)"),
         ("evil_store.7z", seven,
          3, "os.system", ISSUE12_G4 + ": a 7z archive (libarchive)"),
+        ("evil_store_no_file_type.7z", seven_zip_store("evil.pkl", EVIL, windows_attrib=0x01A48020),
+         3, "os.system", ISSUE12_G4 + ": 7z entry whose Unix mode has no file type (0644), as "
+         "picklescan tests/data/malicious1.7z (libarchive gives it no file type)"),
         ("zip_unreadable_member.zip",
          zip_of([("ok.pkl", OD, zipfile.ZIP_STORED), ("broken.pkl", b"\x80\x02\xff", zipfile.ZIP_STORED)]),
          1, "broken.pkl", ISSUE12_G4 + ": a member ckpt cannot open is named, exit 1"),
