@@ -308,6 +308,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
     ZI(f)->zip.src = &f->src;
     ZI(f)->zip.arena = &f->arena;
     ZI(f)->zip.max_entries = f->opt.max_entries;
+    ZI(f)->zip.flagged_as_plain = f->opt.scan_all_pickles != 0;
     CK_TRY(ck_zip_index(&ZI(f)->zip, err));
     CK_TRY(index_records(f, err));
     const ck_zip_entry *pkl = record(f, "data.pkl");

@@ -1257,7 +1257,10 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
                      : archive_error_string(a) ? archive_error_string(a)
                                                : "out of memory");
             if (add_note(r, line) != 0) r->oom = 1;
-            name_add(&bad, name, big ? "too large" : "unreadable");
+            name_add(&bad, name,
+                     big                             ? "too large"
+                     : archive_entry_is_encrypted(e) ? "encrypted, or flagged so"
+                                                     : "unreadable");
             if (!big && archive_errno(a) == 0 && !archive_error_string(a)) r->oom = 1;
             continue;
         }

@@ -370,6 +370,19 @@ def bad_crc(zb):
     return bytes(b)
 
 
+def flag_encrypted(zb):
+    """General purpose flag bit 0 ('encrypted') set on every record of a
+    stored ZIP whose bytes stay plain (picklescan tests/data/malicious1_0x1.zip)."""
+    b = bytearray(zb)
+    for sig, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = b.find(sig)
+        while i >= 0:
+            b[i + at] |= 1
+            i = b.find(sig, i + 4)
+    return bytes(b)
+
+
+PS_0X1 = "picklescan tests/data/malicious1_0x1.zip (ZIP flag bit 0x1 set on plain records)"
 CVE_10156 = "CVE-2025-10156 / picklescan tests/data2/malicious1_crc.zip (a ZIP record with a bad CRC-32)"
 
 
@@ -419,6 +432,10 @@ def archives():
          3, "os.system", CVE_10156 + ": generic ZIP"),
         ("torch_zip_bad_crc.pt", bad_crc(torch_zip_of(EVIL)),
          3, "os.system", CVE_10156 + ": torch.save layout"),
+        ("torch_zip_flagged_encrypted.pt", flag_encrypted(torch_zip_of(EVIL)),
+         3, "os.system", PS_0X1 + ": torch.save layout, read as stored"),
+        ("zip_flagged_encrypted.zip", flag_encrypted(zip_of([("model/config.pkl", EVIL, zipfile.ZIP_STORED)])),
+         1, "model/config.pkl", PS_0X1 + ": generic ZIP, libarchive refuses it: exit 1 naming it"),
         # group 2: after STOP inside containers, TorchScript's .debug_pkl
         ("zip_record_second_pickle.pt", torch_zip_of(OD + EVIL),
          3, "os.system", ISSUE12_G2 + ": a second pickle after data.pkl's STOP"),
