@@ -1017,15 +1017,6 @@ static int zip_or_tar(const unsigned char *h, size_t n)
            (n >= 262 && memcmp(h + 257, "ustar", 5) == 0);
 }
 
-/* Could ckpt open this member: a pickle's first opcode, a ZIP or TAR, or a
- * compressed/foreign archive? */
-static int openable(const unsigned char *h, size_t n)
-{
-    if (n == 0) return 0;
-    if (h[0] == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", h[0]) != NULL) return 1;
-    return zip_or_tar(h, n) || foreign_archive(h, n) || (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0);
-}
-
 static ckpt_scan_report *scan_depth(const scan_src *src, const ckpt_options *opt, unsigned flags,
                                     int depth, ckpt_error *err);
 
@@ -1065,6 +1056,10 @@ static int merge(ckpt_scan_report *r, const ckpt_scan_report *sub, const char *m
     return r->oom ? -1 : 0;
 }
 
+#ifdef CKPT_HAVE_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+
 /* A list of member names, for the one-line error. */
 typedef struct name_list {
     char text[200];
@@ -1095,9 +1090,14 @@ static void name_add(name_list *l, const char *member, const char *why)
     l->len += n;
 }
 
-#ifdef CKPT_HAVE_LIBARCHIVE
-#include <archive.h>
-#include <archive_entry.h>
+/* Could ckpt open this member: a pickle's first opcode, a ZIP or TAR, or a
+ * compressed/foreign archive? */
+static int openable(const unsigned char *h, size_t n)
+{
+    if (n == 0) return 0;
+    if (h[0] == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", h[0]) != NULL) return 1;
+    return zip_or_tar(h, n) || foreign_archive(h, n) || (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0);
+}
 
 /* libarchive over a ckpt_reader: sequential reads with seek and skip. */
 typedef struct arc_reader {
