@@ -325,6 +325,16 @@ static const rule dangerous_rules[] = {
     {"asyncio.base_events", NULL, W_PROC}, /* subprocess_exec/_shell, create_connection */
     {"asyncio.events", NULL, W_PROC},
 
+    /* fickling GHSA-6ggj-6f2q-f7mx (PR #302): subinterpreters run source
+     * given as a string (_interpreters.create + run_string) */
+    {"_interpreters", NULL, W_EVAL},
+    {"_xxsubinterpreters", NULL, W_EVAL},
+    {"_xxinterpchannels", NULL, W_EVAL},
+    {"_interpchannels", NULL, W_EVAL},
+    {"_interpqueues", NULL, W_EVAL},
+    {"concurrent.interpreters", NULL, W_EVAL}, /* stdlib 3.14 */
+    {"interpreters", NULL, W_EVAL},            /* the PEP 734 backport */
+
     /* stdlib: third-party-free eval paths */
     {"_pydevd_bundle", NULL, W_EVAL},
     {"pydevd", NULL, W_EVAL},

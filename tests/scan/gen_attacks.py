@@ -40,6 +40,8 @@ PS_ENSUREPIP = "GHSA-xp4f-hrf8-rxw7 (picklescan: ensurepip._run_pip)"
 PS_TIMEIT = "GHSA-v7x6-rv5q-mhwc (picklescan: timeit.timeit)"
 PS_IMPORTLIB = "picklescan issue #66 / PR #74 (importlib, marshal)"
 MS = "modelscan PR #313 (unsafe globals database)"
+FK_302 = "fickling GHSA-6ggj-6f2q-f7mx / PR #302 (subinterpreters run source strings)"
+MS_89 = "modelscan issue #89 (globals reached through 'safe' modules)"
 PS_105 = "picklescan 1.0.5 _unsafe_globals (PRs #50/#53/#54/#65: whole asyncio, _osx_support, _aix_support, uuid modules)"
 CLASSIC = "pickle docs 'Restricting Globals' (os.system via __reduce__)"
 
@@ -151,6 +153,8 @@ ATTACKS = [
     ("asyncio_tasks_gather", "asyncio.tasks", "gather", [], call_p2, PS_105),
     ("osx_support_default_sysroot", "_osx_support", "_default_sysroot", ["true;"], call_p2, PS_105),
     ("uuid_find_mac_near_keyword", "uuid", "_find_mac_near_keyword", ["true", "", "", ""], call_p4, PS_105),
+    ("interpreters_run_string", "_xxsubinterpreters", "run_string", ["0", "pass"], call_p2, FK_302),
+    ("interpreters_create", "_interpreters", "create", [], call_p4, FK_302),
     ("dotted_os_via_torch", "torch", "serialization.os.system", ["true"], call_p4, "protocol 4 dotted qualname resolved with getattr"),
 ]
 
@@ -296,6 +300,20 @@ def binbytes(b):
 def dict_blob(blob):
     """{'blob': blob} (protocol 3), as pickle.dumps writes it."""
     return b"\x80\x03}q\x00X\x04\x00\x00\x00blobq\x01" + binbytes(blob) + b"q\x02s."
+
+
+def modelscan_89():
+    """The two proofs of concept of modelscan issue #89, as written there
+    (protocol 5 header, GLOBAL/UNICODE opcodes)."""
+    p1 = (b"\x80\x05cbuiltins\ndict.get\ncnumpy\n__builtins__\nVexec\n\x86R"
+          b"V__import__('os').system('true')\n\x85R.")
+    p2 = (b"\x80\x05cnumpy\nprod\nNcnumpy\ncore._internal.sys.modules\n\x86b0"
+          b"cnumpy\nprod.os.system\nVtrue\n\x85R.")
+    return [
+        ("modelscan_numpy_builtins.pkl", p1, 3, "numpy.__builtins__", MS_89 + ": numpy.__builtins__ + dict.get"),
+        ("modelscan_numpy_sys_modules.pkl", p2, 3, "numpy.core._internal.sys.modules",
+         MS_89 + ": BUILD on numpy.prod from numpy.core._internal.sys.modules"),
+    ]
 
 
 def in_bytes():
@@ -485,7 +503,7 @@ def main():
         print(f"dict_blob: hand-built bytes differ from pickle.dumps:\n  {dict_blob(OD)!r}\n  {real!r}",
               file=sys.stderr)
         bad += 1
-    for fn, data, want, glob, src in archives() + in_bytes() + npy_files():
+    for fn, data, want, glob, src in archives() + in_bytes() + npy_files() + modelscan_89():
         if data is None:
             bad += 1
             continue
