@@ -171,7 +171,8 @@ typedef struct ckpt_options {
      * values: every further pickle after STOP in a plain pickle file (joblib
      * and other loaders call pickle.load again), labelled "pickle#2",
      * "pickle#3", ...; in a torch ZIP every record besides data.pkl (and
-     * constants.pkl) that is a *.pkl, starts with PROTO 2-5 or repeats a
+     * constants.pkl) that is a *.pkl, begins like a pickle (PROTO, or a
+     * protocol 0/1 GLOBAL/INST) or repeats a
      * name (no longer an error), labelled "NAME (record N)"; the pickles
      * after the STOP of a ZIP record ("data.pkl#2"), of a TAR member
      * ("tar:pickle#2") and after a legacy stream's last storage

@@ -205,10 +205,29 @@ static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck
     return r == 0 ? 0 : -1;
 }
 
+/* Protocol 0/1 pickles have no PROTO: a record that begins, after MARKs,
+ * with GLOBAL or INST "module\nname\n" (dotted identifiers) is one. */
+static bool starts_with_global(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] == '(') i++;
+    if (i >= n || (p[i] != 'c' && p[i] != 'i')) return false;
+    i++;
+    for (int part = 0; part < 2; part++) {
+        size_t start = i;
+        while (i < n && (p[i] == '_' || p[i] == '.' || (p[i] >= '0' && p[i] <= '9') ||
+                         ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'z')))
+            i++;
+        if (i == start || i >= n || p[i] != '\n') return false;
+        i++;
+    }
+    return true;
+}
+
 /* A record a scanner should run besides the ones the load reads: a *.pkl
  * name (torch.load(pickle_file=...) loads any record), a later record of a
  * name already taken (Python's zipfile reads the last), or bytes that begin
- * with PROTO 2-5.  Storage records the load indexed are data, not pickles. */
+ * like a pickle (PROTO, or a protocol 0/1 GLOBAL/INST).  Storage records the load indexed are data, not pickles. */
 static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
 {
     const ck_zip_entry *z = &ZI(f)->zip.e[i];
@@ -233,13 +252,14 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
     /* TorchScript's source-range .debug_pkl records are found by their
      * first bytes (PROTO 2) like any other pickle record */
     if (z->size < 2) return 0;
-    uint8_t head[2];
+    uint8_t head[128];
+    size_t hn = z->size < sizeof head ? (size_t)z->size : sizeof head;
     if (z->method == 8) {
-        if (ck_zip_read(&ZI(f)->zip, z, 0, head, 2, err)) return -1;
-    } else if (ck_read(&f->src, z->data_off, head, 2, z->name, err)) {
+        if (ck_zip_read(&ZI(f)->zip, z, 0, head, hn, err)) return -1;
+    } else if (ck_read(&f->src, z->data_off, head, hn, z->name, err)) {
         return -1;
     }
-    *yes = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    *yes = (head[0] == 0x80 && head[1] <= 5) || starts_with_global(head, hn);
     return 0;
 }
 

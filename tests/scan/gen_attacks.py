@@ -464,6 +464,11 @@ def archives():
          3, "os.system", ISSUE12_G2 + ": a pickle after a legacy stream's last storage"),
         ("tar_member_second_pickle.pt", tar_with_second_pickle(),
          3, "os.system", ISSUE12_G2 + ": a second pickle in a torch TAR's pickle member"),
+        ("zip_record_protocol0.pt",
+         zip_of([("archive/data.pkl", OD, zipfile.ZIP_STORED), ("archive/version", b"3\n", zipfile.ZIP_STORED),
+                 ("archive/extra", call_p0("posix", "system", ["true"]), zipfile.ZIP_DEFLATED)]),
+         3, "posix.system", ISSUE12_G2 + ": a record of no .pkl name holding a protocol-0 pickle "
+         "(torch.load(pickle_file=...) reads any record)"),
         ("torchscript_debug_pkl.pt",
          zip_of([("m/data.pkl", OD, zipfile.ZIP_STORED), ("m/constants.pkl", b"\x80\x02).", zipfile.ZIP_STORED),
                  ("m/code/__torch__.py.debug_pkl", EVIL, zipfile.ZIP_DEFLATED),
