@@ -179,8 +179,15 @@ typedef struct ckpt_options {
      * values: every further pickle after STOP in a plain pickle file (joblib
      * and other loaders call pickle.load again), labelled "pickle#2",
      * "pickle#3", ...; in a torch ZIP every record besides data.pkl (and
-     * constants.pkl) that is a *.pkl, starts with PROTO 2-5 or repeats a
-     * name (no longer an error), labelled "NAME (record N)".  One that does
+     * constants.pkl) that is a *.pkl, begins like a pickle (PROTO, or a
+     * protocol 0/1 GLOBAL/INST) or repeats a
+     * name (no longer an error), labelled "NAME (record N)"; the pickles
+     * after the STOP of a ZIP record ("data.pkl#2"), of a TAR member
+     * ("tar:pickle#2") and after a legacy stream's last storage
+     * ("legacy:trailing#1"); and every bytes value that begins with PROTO
+     * or is an argument of a loader call (pickle.loads, torch.load(
+     * io.BytesIO(b)), ...), opened as a file of its own, 8 deep at most,
+     * its globals labelled "LABEL>bytes@OFFSET[>inner label]".  One that does
      * not parse gives a note, not an error (its globals reach on_global all
      * the same).  Default 0. */
     int scan_all_pickles;

@@ -54,7 +54,12 @@ typedef struct ckpt_scan_item {
     const char *module; /* as resolved by the pickle machine */
     const char *name;
     const char *pickle;   /* "data.pkl", "pickle", "pickle#2" (the second pickle
-                             of a plain pickle file), a legacy stream's part... */
+                             of a plain pickle file), a legacy stream's part,
+                             "data.pkl#2" (after a record's STOP),
+                             "data.pkl>bytes@N" (a pickle in a bytes value
+                             made at byte N), "MEMBER>data.pkl" (a member of
+                             an archive), "npy:pickle" (a numpy object
+                             array)... */
     int64_t offset;       /* of the GLOBAL/STACK_GLOBAL opcode in the file
                              (in the inflated record for a deflated one) */
     int called;           /* REDUCE/NEWOBJ/INST/OBJ applied it */
@@ -67,7 +72,13 @@ typedef struct ckpt_scan_item {
 typedef struct ckpt_scan_report ckpt_scan_report;
 
 /* Scan a file: run every pickle (options' limits apply; its key,
- * skip_tensors and on_global are ignored) and classify every global.  A file
+ * skip_tensors and on_global are ignored) and classify every global.
+ * Besides torch's containers and plain pickles this reads the pickle of a
+ * numpy .npy object array, and, when the library was built with libarchive,
+ * every member of an archive that is not a torch.save file (a generic ZIP
+ * or TAR, compressed TARs, 7z) as a file of its own; a member that cannot
+ * be read or opened makes the report incomplete (ckpt_scan_error() names
+ * it), and so does such an archive without libarchive.  A file
  * that breaks part way still gives a report: every global met before the
  * break, with ckpt_scan_error() saying what broke.  Returns NULL (and fills
  * err) only when no report can be made at all (out of memory).  `opt` may

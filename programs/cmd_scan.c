@@ -37,10 +37,27 @@ static const char usage[] =
     "pickle after the first STOP of a plain pickle file (PICKLE pickle#2,\n"
     "pickle#3, ...: loaders such as joblib call load again), and in a ZIP\n"
     "the records a load may read besides data.pkl: any *.pkl, any record\n"
-    "starting with PROTO 2-5, a record whose name repeats (PICKLE 'NAME\n"
-    "(record N)'; TorchScript's .debug_pkl records are not scanned).  A name is\n"
-    "resolved as the pickle machine resolves it (GLOBAL, STACK_GLOBAL through\n"
-    "the memo, Python 2 module names mapped).\n"
+    "beginning like a pickle (PROTO, a protocol 0/1 GLOBAL; TorchScript's\n"
+    ".debug_pkl too), a record whose name repeats (PICKLE 'NAME (record\n"
+    "N)'); and every pickle after the STOP of a ZIP record (data.pkl#2), of\n"
+    "a TAR member (tar:pickle#2) or after a legacy stream's last storage\n"
+    "(legacy:trailing#1).  A bytes value that begins with PROTO, or that a\n"
+    "loader is called with (pickle.loads, torch.load(io.BytesIO(...)),\n"
+    "torch.storage._load_from_bytes, joblib, numpy.load, ...), is opened as\n"
+    "a file of its own and scanned, 8 deep at most: PICKLE\n"
+    "'data.pkl>bytes@N' (N: offset of the opcode that made it; OFFSET is\n"
+    "then within those bytes).  A name is resolved as the pickle machine\n"
+    "resolves it (GLOBAL, STACK_GLOBAL through the memo, Python 2 module\n"
+    "names mapped).\n"
+    "An archive that is not a torch.save file (a ZIP or TAR of pickles,\n"
+    "model.bin zipped by hand, .tar.gz/.tar.xz/.tar.bz2/.tar.zst, .pkl.gz,\n"
+    "7z) is read through libarchive: every member that is a pickle, a\n"
+    "checkpoint or another archive is scanned as a file (PICKLE\n"
+    "'MEMBER>data.pkl'); a member ckpt cannot read or open makes the exit\n"
+    "status 1 with the members named (also when ckpt was built without\n"
+    "libarchive: such an archive is never reported clean).  A numpy .npy\n"
+    "file (or .npz member) of dtype object holds a pickle after its header:\n"
+    "it is scanned (PICKLE npy:pickle).\n"
     "\n"
     "Verdicts:\n"
     "  safe       allowed by torch.load(weights_only=True): tensor rebuild\n"
@@ -76,7 +93,8 @@ static const char usage[] =
     "  --strict    treat unknown globals as dangerous (exit 3)\n"
     "  --json      one JSON object instead: {\"file\", \"format\", \"complete\",\n"
     "              \"error\", \"strict\", \"verdict\", \"counts\": {\"safe\",\n"
-    "              \"unknown\", \"dangerous\", \"called_dangerous\"}, \"globals\":\n"
+    "              \"unknown\", \"dangerous\", \"called_dangerous\",\n"
+    "              \"called_unknown\"}, \"globals\":\n"
     "              [{\"module\", \"name\", \"global\", \"pickle\", \"offset\",\n"
     "              \"called\", \"verdict\", \"why\"}], \"notes\": [...]}\n"
     "  -h, --help  show this help\n"
@@ -144,20 +162,27 @@ static void print_table(const ckpt_scan_report *s)
     }
 }
 
+/* An unknown global the pickle calls is code torch.load would run: the
+ * summary and --json say how many, so the default output shows what
+ * --strict refuses. */
+static size_t called_unknown(const ckpt_scan_report *s)
+{
+    size_t i, k = 0, n = ckpt_scan_count(s);
+    for (i = 0; i < n; i++) {
+        const ckpt_scan_item *it = ckpt_scan_at(s, i);
+        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) k++;
+    }
+    return k;
+}
+
 static void print_summary(const char *path, const ckpt_scan_report *s)
 {
     size_t n = ckpt_scan_count(s);
     size_t safe = ckpt_scan_tally(s, CKPT_VERDICT_SAFE);
     size_t unknown = ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN);
     size_t dangerous = ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS);
-    size_t unknown_called = 0, i;
+    size_t unknown_called = called_unknown(s);
     int complete = ckpt_scan_error(s) == NULL;
-    /* an unknown global the pickle calls is code torch.load would run:
-     * say how many, so the default output shows what --strict refuses */
-    for (i = 0; i < n; i++) {
-        const ckpt_scan_item *it = ckpt_scan_at(s, i);
-        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) unknown_called++;
-    }
     fputs("summary: ", stdout);
     put_shown(path);
     printf(": %zu global%s%s: %zu safe, %zu unknown", n, n == 1 ? "" : "s",
@@ -210,12 +235,12 @@ static void print_json(const char *path, const ckpt_scan_report *s)
         fputs("null", stdout);
     }
     printf(", \"strict\": %s, \"verdict\": \"%s\", \"counts\": {\"safe\": %zu, "
-           "\"unknown\": %zu, \"dangerous\": %zu, \"called_dangerous\": %zu}, "
-           "\"globals\": [",
+           "\"unknown\": %zu, \"dangerous\": %zu, \"called_dangerous\": %zu, "
+           "\"called_unknown\": %zu}, \"globals\": [",
            (ckpt_scan_flags(s) & CKPT_SCAN_STRICT) ? "true" : "false",
            ckpt_verdict_name(ckpt_scan_verdict(s)), ckpt_scan_tally(s, CKPT_VERDICT_SAFE),
            ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN), ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS),
-           ckpt_scan_called_dangerous(s));
+           ckpt_scan_called_dangerous(s), called_unknown(s));
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
         fputs(i ? ", {\"module\": " : "{\"module\": ", stdout);

@@ -56,6 +56,19 @@ int ck_format_tensor(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t nd
 struct ck_multi;
 int ck_dcp_open(ckpt_file *f, struct ck_multi *m, const char *dir, ckpt_error *err);
 
+/* plain.c, for scanners (options.scan_all_pickles): run every further
+ * pickle in [off, end) of the file ("<base>#<first>", ...), or in the rest
+ * of a pickle in memory after `used` ("<label>#2", ...); one that breaks
+ * gives a note.  -1 only when out of memory. */
+int ck_further_pickles(ckpt_file *f, uint64_t off, uint64_t end, const char *base, uint32_t first,
+                       ckpt_error *err);
+int ck_further_pickles_in(ckpt_file *f, const ck_pickle_in *in, size_t used, ckpt_error *err);
+
+/* nested.c, for scanners: open every bytes value the pickles made that a
+ * second load would unpickle (ck_unpickler.nested), its globals reported
+ * as "LABEL>bytes@OFFSET...".  -1 only when out of memory. */
+int ck_scan_nested(ckpt_file *f, ckpt_error *err);
+
 /* legacy.c: the legacy stream, once the first pickle showed its magic. */
 int ck_legacy_open(ckpt_file *f, ckpt_error *err);
 /* Is this pickled value the legacy stream's magic number? */

@@ -108,6 +108,8 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
     if (off < f->src.size)
         CK_TRY(ck_note(&f->pk, "legacy stream: %llu bytes after the last storage",
                        (unsigned long long)(f->src.size - off)));
+    if (off < f->src.size && f->opt.scan_all_pickles) /* a scan reads them as pickles */
+        CK_TRY(ck_further_pickles(f, off, f->src.size, "legacy:trailing", 1, err));
     /* views take their place from their root; every root must have data */
     for (size_t i = 0; i < f->nstorages; i++) {
         ck_storage *s = &f->storages[i];

@@ -67,6 +67,10 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
                         "pickle header (first byte 0x%02x)",
                         head[0]);
     }
+    if (f->opt.scan_all_pickles && f->fmt && (r == 0 || err->code != CKPT_E_NOMEM)) {
+        ckpt_error e2; /* a scan: the pickles inside bytes values, even when the open failed */
+        if (ck_scan_nested(f, &e2) != 0 && r == 0) r = ck_fail(err, e2.code, -1, "%s", e2.message);
+    }
     if (r == 0) r = ck_catalogue(f, err);
     if (r != 0) ck_mem_blame(&f->arena, err);
     if (r != 0 && f->fmt && f->fmt->blame) f->fmt->blame(f, err);

@@ -404,6 +404,8 @@ static int tar_open(ckpt_file *f, ckpt_error *err)
         f->pickle_label = "tar:pickle";
         r = ck_torch_load(f, m[3].off, m[3].off + m[3].size, "tar:pickle", tar_pid, &c, &f->root,
                           &used, err);
+        if (r == 0 && used < m[3].size && f->opt.scan_all_pickles) /* pickles after STOP */
+            r = ck_further_pickles(f, m[3].off + used, m[3].off + m[3].size, "tar:pickle", 2, err);
     }
     ck_map_free(&c.tensors);
     free(c.vals);

@@ -212,15 +212,36 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
     if (r == 0 && used < z->size)
         r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
+    if (r == 0 && used < z->size && f->opt.scan_all_pickles) /* and a scan runs them */
+        r = ck_further_pickles_in(f, &in, used, err);
     if (buf) ck_mem_release(&f->arena, z->size);
     free(buf);
     return r == 0 ? 0 : -1;
 }
 
+/* Protocol 0/1 pickles have no PROTO: a record that begins, after MARKs,
+ * with GLOBAL or INST "module\nname\n" (dotted identifiers) is one. */
+static bool starts_with_global(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] == '(') i++;
+    if (i >= n || (p[i] != 'c' && p[i] != 'i')) return false;
+    i++;
+    for (int part = 0; part < 2; part++) {
+        size_t start = i;
+        while (i < n && (p[i] == '_' || p[i] == '.' || (p[i] >= '0' && p[i] <= '9') ||
+                         ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'z')))
+            i++;
+        if (i == start || i >= n || p[i] != '\n') return false;
+        i++;
+    }
+    return true;
+}
+
 /* A record a scanner should run besides the ones the load reads: a *.pkl
  * name (torch.load(pickle_file=...) loads any record), a later record of a
  * name already taken (Python's zipfile reads the last), or bytes that begin
- * with PROTO 2-5.  Storage records the load indexed are data, not pickles. */
+ * like a pickle (PROTO, or a protocol 0/1 GLOBAL/INST).  Storage records the load indexed are data, not pickles. */
 static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
 {
     const ck_zip_entry *z = &ZI(f)->zip.e[i];
@@ -242,19 +263,17 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
         *yes = 1;
         return 0;
     }
-    /* TorchScript's source-range pickles, read by its own C++ unpickler
-     * (torch.jit._pickle globals only): left out, as the code/ records are */
-    if (f->format == CKPT_FORMAT_TORCHSCRIPT && z->name_len >= 10 &&
-        memcmp(z->name + z->name_len - 10, ".debug_pkl", 10) == 0)
-        return 0;
+    /* TorchScript's source-range .debug_pkl records are found by their
+     * first bytes (PROTO 2) like any other pickle record */
     if (z->size < 2) return 0;
-    uint8_t head[2];
+    uint8_t head[128];
+    size_t hn = z->size < sizeof head ? (size_t)z->size : sizeof head;
     if (z->method == 8) {
-        if (ck_zip_read(&ZI(f)->zip, z, 0, head, 2, err)) return -1;
-    } else if (ck_read(&f->src, z->data_off, head, 2, z->name, err)) {
+        if (ck_zip_read(&ZI(f)->zip, z, 0, head, hn, err)) return -1;
+    } else if (ck_read(&f->src, z->data_off, head, hn, z->name, err)) {
         return -1;
     }
-    *yes = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    *yes = (head[0] == 0x80 && head[1] <= 5) || starts_with_global(head, hn);
     return 0;
 }
 
@@ -600,6 +619,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
     ZI(f)->zip.src = &f->src;
     ZI(f)->zip.arena = &f->arena;
     ZI(f)->zip.max_entries = f->opt.max_entries;
+    ZI(f)->zip.flagged_as_plain = f->opt.scan_all_pickles != 0;
     CK_TRY(ck_zip_index(&ZI(f)->zip, err));
     if (is_pt2(f)) return pt2_open(f, err);
     CK_TRY(index_records(f, err));

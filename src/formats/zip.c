@@ -181,7 +181,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     z->name, z->method);
             goto out;
         }
-        if (z->flags & 1) {
+        if ((z->flags & 1) && !a->flagged_as_plain) {
             ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' is encrypted", z->name);
             goto out;
         }

@@ -22,6 +22,9 @@ typedef struct ck_zip {
     const ck_source *src; /* set by the caller */
     ck_arena *arena;      /* names live here; set by the caller */
     uint32_t max_entries; /* set by the caller */
+    bool flagged_as_plain; /* scanners: a record flagged encrypted is read as
+                              it is stored (a hostile file sets the flag to
+                              hide a plain pickle from zipfile-based tools) */
     ck_zip_entry *e;      /* the records, in central directory order */
     size_t n;
     ck_inflater *inflater; /* when records are deflated: sequential reads resume */

@@ -94,6 +94,22 @@ static int mgrow(machine *m, void **arr, size_t *cap, size_t need, size_t item)
     return m->u->arena->over ? OOM() : -1;
 }
 
+/* For scanners: remember a bytes value another load may unpickle. */
+static int nested_bytes(machine *m, const ckpt_value *v, const char *callee)
+{
+    if (!m->u->opt->scan_all_pickles || !v || v->kind != CKPT_V_BYTES || v->u.s.n < 2) return 0;
+    if (!callee && !((uint8_t)v->u.s.p[0] == 0x80 && (uint8_t)v->u.s.p[1] <= 5)) return 0;
+    if (m->u->nnested >= m->u->opt->max_entries) return 0; /* nested.c notes the cut */
+    CK_TRY(mgrow(m, (void **)&m->u->nested, &m->u->cap_nested, m->u->nnested + 1,
+                 sizeof *m->u->nested));
+    ck_nested *n = &m->u->nested[m->u->nnested++];
+    n->bytes = v;
+    n->label = m->in->label;
+    n->pos = m->op_pos;
+    n->callee = callee;
+    return 0;
+}
+
 /* A few opcode bytes can apply a callable to a value shared through the memo
  * (OrderedDict(big_list), list(x), _codecs.encode(long_str), a tensor
  * rebuild with memoized arguments) again and again, each time copying it:
@@ -739,6 +755,8 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
     *out = NULL;
+    if (callable->kind == CKPT_V_GLOBAL && m->u->opt->scan_all_pickles) /* pickle.loads(b) */
+        for (size_t i = 0; i < n; i++) CK_TRY(nested_bytes(m, a[i], callable->cls));
     if (callable->kind == CKPT_V_GLOBAL) {
         int r;
         switch (callable->gid) {
@@ -776,7 +794,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                  ck_is_str(a[1], "iso-8859-1"))) {
                 CK_TRY(copied(m, 1 + a[0]->u.s.n / 8));
                 *out = latin1_bytes(m, a[0]);
-                if (*out) return 0;
+                if (*out) return nested_bytes(m, *out, NULL);
             }
             break;
         case CK_TAG_BYTES:
@@ -792,7 +810,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
             if (n == 2 && a[0]->kind == CKPT_V_STR && ck_is_str(a[1], "latin-1")) {
                 CK_TRY(copied(m, 1 + a[0]->u.s.n / 8));
                 *out = latin1_bytes(m, a[0]);
-                if (*out) return 0;
+                if (*out) return nested_bytes(m, *out, NULL);
             }
             break;
         case CK_TAG_COPYREG_RECONSTRUCTOR:
@@ -1058,6 +1076,7 @@ static int run(machine *m, ckpt_value **result)
                                "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
                                m->in->label, (long long)m->op_pos));
             CK_TRY(push(m, ck_new_str(m->u, k, (const char *)sp, (size_t)len)));
+            if (k == CKPT_V_BYTES) CK_TRY(nested_bytes(m, m->stack[m->sp - 1], NULL));
             m->p += w + (size_t)len;
             break;
         }
@@ -1309,11 +1328,12 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     m.p = in->buf;
     m.end = in->buf + in->len;
     ckpt_value *res = NULL;
-    size_t first_global = u->nglobals;
+    size_t first_global = u->nglobals, first_nested = u->nnested;
     ck_mem_allow(u->arena, u->opt->max_memory, u->input_size, u->pickle_bytes + in->len);
     int r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
-    if (r != 1 && u->hooks.on_global) /* final: tell the scanner what it named */
+    if (r == 1) u->nnested = first_nested; /* the retry records them again */
+    if (r != 1 && u->hooks.on_global)      /* final: tell the scanner what it named */
         for (size_t i = first_global; i < u->nglobals; i++)
             u->hooks.on_global(u->hooks.on_global_ctx, &u->globals[i]);
     if (r == 0) {
@@ -1372,7 +1392,10 @@ void ck_unpickler_free(ck_unpickler *u)
 {
     free(u->globals);
     free(u->notes);
+    free(u->nested);
     u->globals = NULL;
     u->notes = NULL;
+    u->nested = NULL;
+    u->nnested = u->cap_nested = 0;
     u->nglobals = u->cap_globals = u->nnotes = u->cap_notes = 0;
 }

@@ -101,6 +101,17 @@ typedef struct ck_pickle_hooks {
     void *on_global_ctx;
 } ck_pickle_hooks;
 
+/* For scanners (options.scan_all_pickles): a bytes value that may be a
+ * pickle another load would run: it begins with PROTO, or it is an argument
+ * of a call (`callee` "module.name", else NULL).  formats/nested.c scans
+ * them once the file's own pickles are done. */
+typedef struct ck_nested {
+    const ckpt_value *bytes;
+    const char *label; /* the pickle that made it */
+    int64_t pos;       /* input offset of the opcode that made it */
+    const char *callee;
+} ck_nested;
+
 struct ck_unpickler {
     ck_arena *arena;         /* values live here */
     const ckpt_options *opt; /* limits: max_ops, max_stack, max_entries,
@@ -114,6 +125,8 @@ struct ck_unpickler {
     size_t nglobals, cap_globals;
     const char **notes;
     size_t nnotes, cap_notes;
+    ck_nested *nested; /* for scanners: bytes that may be pickles */
+    size_t nnested, cap_nested;
 };
 
 void ck_unpickler_free(ck_unpickler *u); /* the globals and notes arrays */

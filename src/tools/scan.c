@@ -14,6 +14,7 @@
 #define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_scan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,11 +312,28 @@ static const rule dangerous_rules[] = {
     {"xml.dom.minidom", "parse", W_NET},
     {"xml.etree.ElementTree", "parse", W_FILE},
     {"xml.etree.ElementTree", "ElementTree", W_FILE}, /* .write(path) */
+    /* picklescan 1.0.5 _unsafe_globals (src/picklescan/scanner.py, after
+     * PRs #50/#53/#54/#65): whole modules it refuses where ckpt named only
+     * some helpers; no honest checkpoint pickles anything of them */
+    {"asyncio", NULL, W_PROC},      /* event loops: subprocess_shell, sockets */
+    {"_osx_support", NULL, W_PROC}, /* _default_sysroot(cc) & co. run cc via os.system */
+    {"_aix_support", NULL, W_PROC}, /* _aix_bos_rte runs lslpp */
+    {"uuid", "_find_mac*", W_PROC}, /* stdlib: _find_mac_near_keyword(command, ...) runs it */
     {"asyncio", "open_connection", W_NET},
     {"asyncio", "start_server", W_NET},
     {"asyncio", "run", W_EVAL},            /* drives any coroutine */
     {"asyncio.base_events", NULL, W_PROC}, /* subprocess_exec/_shell, create_connection */
     {"asyncio.events", NULL, W_PROC},
+
+    /* fickling GHSA-6ggj-6f2q-f7mx (PR #302): subinterpreters run source
+     * given as a string (_interpreters.create + run_string) */
+    {"_interpreters", NULL, W_EVAL},
+    {"_xxsubinterpreters", NULL, W_EVAL},
+    {"_xxinterpchannels", NULL, W_EVAL},
+    {"_interpchannels", NULL, W_EVAL},
+    {"_interpqueues", NULL, W_EVAL},
+    {"concurrent.interpreters", NULL, W_EVAL}, /* stdlib 3.14 */
+    {"interpreters", NULL, W_EVAL},            /* the PEP 734 backport */
 
     /* stdlib: third-party-free eval paths */
     {"_pydevd_bundle", NULL, W_EVAL},
@@ -923,23 +941,554 @@ static int add_note(ckpt_scan_report *r, const char *note)
 
 enum { SCAN_FROM_PATH, SCAN_FROM_MEMORY, SCAN_FROM_READER };
 
-static ckpt_scan_report *scan_any(int from, const char *path, const void *data, size_t size,
-                                  const ckpt_reader *reader, const ckpt_options *opt,
-                                  unsigned flags, ckpt_error *err)
+/* Archives inside archives: how deep a scan follows them. */
+#define SCAN_MAX_DEPTH 8
+
+/* Where the bytes come from, for the container reader and for libarchive. */
+typedef struct scan_src {
+    int from;
+    const char *path;
+    const void *data;
+    size_t size;
+    const ckpt_reader *reader;
+} scan_src;
+
+static void fail_nomem(ckpt_error *err)
+{
+    if (!err) return;
+    memset(err, 0, sizeof *err);
+    err->code = CKPT_E_NOMEM;
+    err->offset = -1;
+    strcpy(err->message, "out of memory for a scan report");
+}
+
+static void set_error(ckpt_scan_report *r, ckpt_code code, const char *msg)
+{
+    size_t n = strlen(msg);
+    r->failed = 1;
+    memset(&r->error, 0, sizeof r->error);
+    r->error.code = code;
+    r->error.offset = -1;
+    if (n >= sizeof r->error.message) n = sizeof r->error.message - 1;
+    memcpy(r->error.message, msg, n);
+    r->error.message[n] = '\0';
+}
+
+/* The first bytes of the input (up to n), 0 when they cannot be read. */
+static size_t head_bytes(const scan_src *s, unsigned char *buf, size_t n)
+{
+    if (s->from == SCAN_FROM_MEMORY) {
+        if (n > s->size) n = s->size;
+        memcpy(buf, s->data, n);
+        return n;
+    }
+    if (s->from == SCAN_FROM_READER) {
+        if (!s->reader || !s->reader->read) return 0;
+        if (n > s->reader->size) n = (size_t)s->reader->size;
+        return n && s->reader->read(s->reader->opaque, 0, buf, n) == 0 ? n : 0;
+    }
+    {
+        FILE *fp = fopen(s->path, "rb");
+        size_t got;
+        if (!fp) return 0;
+        got = fread(buf, 1, n, fp);
+        fclose(fp);
+        return got;
+    }
+}
+
+/* Compressed streams and archive formats the container reader does not
+ * open (gzip, bzip2, xz, zstd, lz4, 7z, rar): only libarchive reads them. */
+static int foreign_archive(const unsigned char *h, size_t n)
+{
+    static const struct {
+        const char *magic;
+        size_t len;
+    } m[] = {
+        {"\x1f\x8b", 2}, /* gzip */
+        {"BZh", 3},      /* bzip2 */
+        {"\xfd"
+         "7zXZ\0",
+         6},                       /* xz */
+        {"\x28\xb5\x2f\xfd", 4},   /* zstd */
+        {"\x04\x22\x4d\x18", 4},   /* lz4 */
+        {"7z\xbc\xaf\x27\x1c", 6}, /* 7z */
+        {"Rar!\x1a\x07", 6},       /* rar */
+    };
+    size_t i;
+    for (i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (n >= m[i].len && memcmp(h, m[i].magic, m[i].len) == 0) return 1;
+    return 0;
+}
+
+static int zip_or_tar(const unsigned char *h, size_t n)
+{
+    return (n >= 4 && memcmp(h, "PK\x03\x04", 4) == 0) ||
+           (n >= 262 && memcmp(h + 257, "ustar", 5) == 0);
+}
+
+static ckpt_scan_report *scan_depth(const scan_src *src, const ckpt_options *opt, unsigned flags,
+                                    int depth, ckpt_error *err);
+
+/* Append the items and notes of a member's report, labelled MEMBER>pickle. */
+static int merge(ckpt_scan_report *r, const ckpt_scan_report *sub, const char *member)
+{
+    size_t i, ml = strlen(member);
+    for (i = 0; i < sub->n && !r->oom; i++) {
+        const ckpt_scan_item *it = &sub->items[i];
+        size_t pl = strlen(it->pickle);
+        char *label = malloc(ml + 1 + pl + 1);
+        ckpt_global_ref g;
+        if (!label) return -1;
+        memcpy(label, member, ml + 1);
+        if (strcmp(it->pickle, "pickle") != 0) { /* a plain pickle member: its name */
+            label[ml] = '>';
+            memcpy(label + ml + 1, it->pickle, pl + 1);
+        }
+        g.module = it->module;
+        g.name = it->name;
+        g.pickle = label;
+        g.offset = it->offset;
+        g.called = it->called;
+        on_global(r, &g);
+        free(label);
+    }
+    for (i = 0; i < sub->nnotes && !r->oom; i++) {
+        size_t nl = strlen(sub->notes[i]);
+        char *note = malloc(ml + 2 + nl + 1);
+        if (!note) return -1;
+        memcpy(note, member, ml);
+        memcpy(note + ml, ": ", 2);
+        memcpy(note + ml + 2, sub->notes[i], nl + 1);
+        if (add_note(r, note) != 0) r->oom = 1;
+        free(note);
+    }
+    return r->oom ? -1 : 0;
+}
+
+#ifdef CKPT_HAVE_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+
+/* A list of member names, for the one-line error. */
+typedef struct name_list {
+    char text[200];
+    size_t len, count;
+} name_list;
+
+/* "NAME (why)", the reason cut short. */
+static void name_add(name_list *l, const char *member, const char *why)
+{
+    char name[200];
+    size_t n;
+    snprintf(name, sizeof name, "%.100s (%.80s)", member, why);
+    n = strlen(name);
+    l->count++;
+    if (l->len + n + 3 >= sizeof l->text) {
+        if (l->len + 4 < sizeof l->text &&
+            (l->len < 3 || strcmp(l->text + l->len - 3, "...") != 0)) {
+            memcpy(l->text + l->len, l->len ? ", ..." : "...", l->len ? 6 : 4);
+            l->len += l->len ? 5 : 3;
+        }
+        return;
+    }
+    if (l->len) {
+        memcpy(l->text + l->len, ", ", 2);
+        l->len += 2;
+    }
+    memcpy(l->text + l->len, name, n + 1);
+    l->len += n;
+}
+
+/* Could ckpt open this member: a pickle's first opcode, a ZIP or TAR, or a
+ * compressed/foreign archive? */
+static int openable(const unsigned char *h, size_t n)
+{
+    if (n == 0) return 0;
+    if (h[0] == 0x80 || strchr("(]})NIJKLFSVUXTcdlt", h[0]) != NULL) return 1;
+    return zip_or_tar(h, n) || foreign_archive(h, n) || (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0);
+}
+
+/* libarchive over a ckpt_reader: sequential reads with seek and skip. */
+typedef struct arc_reader {
+    const ckpt_reader *rd;
+    uint64_t pos;
+    unsigned char buf[65536];
+} arc_reader;
+
+static la_ssize_t arc_read(struct archive *a, void *ud, const void **out)
+{
+    arc_reader *ar = ud;
+    uint64_t left = ar->rd->size > ar->pos ? ar->rd->size - ar->pos : 0;
+    size_t n = left < sizeof ar->buf ? (size_t)left : sizeof ar->buf;
+    *out = ar->buf;
+    if (n == 0) return 0;
+    if (ar->rd->read(ar->rd->opaque, ar->pos, ar->buf, n) != 0) {
+        archive_set_error(a, 5 /* EIO */, "read error at byte %llu", (unsigned long long)ar->pos);
+        return -1;
+    }
+    ar->pos += n;
+    return (la_ssize_t)n;
+}
+
+static la_int64_t arc_seek(struct archive *a, void *ud, la_int64_t off, int whence)
+{
+    arc_reader *ar = ud;
+    int64_t base = whence == 0 ? 0 : whence == 1 ? (int64_t)ar->pos : (int64_t)ar->rd->size;
+    (void)a;
+    if (off < -base || base + off > (int64_t)ar->rd->size) return ARCHIVE_FATAL;
+    ar->pos = (uint64_t)(base + off);
+    return (la_int64_t)ar->pos;
+}
+
+static la_int64_t arc_skip(struct archive *a, void *ud, la_int64_t n)
+{
+    arc_reader *ar = ud;
+    uint64_t left = ar->rd->size - ar->pos;
+    (void)a;
+    if (n < 0) return 0;
+    if ((uint64_t)n > left) n = (la_int64_t)left;
+    ar->pos += (uint64_t)n;
+    return n;
+}
+
+/* A member's bytes, up to `limit` (0 and *big when it is larger). */
+static unsigned char *read_member(struct archive *a, uint64_t limit, size_t *len, int *big)
+{
+    size_t cap = 65536, n = 0;
+    unsigned char *buf = malloc(cap);
+    *big = 0;
+    if (!buf) return NULL;
+    for (;;) {
+        la_ssize_t got;
+        if (n == cap) {
+            unsigned char *nb;
+            if (cap >= limit) {
+                *big = 1;
+                free(buf);
+                return NULL;
+            }
+            cap = cap * 2 > limit ? (size_t)limit + 1 : cap * 2;
+            nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        got = archive_read_data(a, buf + n, cap - n);
+        if (got < 0) {
+            free(buf);
+            return NULL;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+        if (n > limit) {
+            *big = 1;
+            free(buf);
+            return NULL;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+/* Scan every member of an archive libarchive reads: each one ckpt can
+ * open (a pickle, a torch ZIP/TAR, another archive) is scanned as a file of
+ * its own, its globals labelled MEMBER>pickle.  A member that cannot be
+ * read or does not open makes the report incomplete, its name in the
+ * error: an archive is never clean only because its members were not read. */
+static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_options *o,
+                        unsigned flags, int depth)
+{
+    struct archive *a = archive_read_new();
+    struct archive_entry *e;
+    arc_reader *ar = NULL;
+    name_list bad;
+    uint64_t limit = o->max_memory ? o->max_memory : (uint64_t)1 << 32;
+    size_t members = 0, scanned = 0;
+    int rc, ok = 1;
+    char line[600];
+
+    memset(&bad, 0, sizeof bad);
+    if (!a) return -1;
+    archive_read_support_filter_all(a);
+    archive_read_support_format_all(a);
+    archive_read_support_format_raw(a); /* a single compressed pickle (x.pkl.gz) */
+    /* torch.load reads a ZIP record whatever its CRC-32 (miniz built without
+     * the check): a bad CRC must not hide a member from the scan
+     * (CVE-2025-10156 against picklescan); libarchive before 3.4 lacks the
+     * option, which then only costs that member an error */
+    (void)archive_read_set_options(a, "zip:ignorecrc32");
+    if (src->from == SCAN_FROM_PATH) {
+        rc = archive_read_open_filename(a, src->path, 65536);
+    } else if (src->from == SCAN_FROM_MEMORY) {
+        rc = archive_read_open_memory(a, src->data, src->size);
+    } else {
+        ar = calloc(1, sizeof *ar);
+        if (!ar) {
+            archive_read_free(a);
+            return -1;
+        }
+        ar->rd = src->reader;
+        archive_read_set_seek_callback(a, arc_seek);
+        archive_read_set_skip_callback(a, arc_skip);
+        archive_read_set_read_callback(a, arc_read);
+        archive_read_set_callback_data(a, ar);
+        rc = archive_read_open1(a);
+    }
+    if (rc != ARCHIVE_OK) {
+        snprintf(line, sizeof line, "cannot open the archive: %s",
+                 archive_error_string(a) ? archive_error_string(a) : "unknown format");
+        set_error(r, CKPT_E_FORMAT, line);
+        archive_read_free(a);
+        free(ar);
+        return 0;
+    }
+    while ((rc = archive_read_next_header(a, &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+        const char *name = archive_entry_pathname(e);
+        unsigned char *buf;
+        size_t len = 0;
+        int big = 0;
+        if (!name) name = "?";
+        /* files; a 7z entry without Unix attributes has no type at all */
+        if (archive_entry_filetype(e) != AE_IFREG && archive_entry_filetype(e) != 0) continue;
+        if (++members > o->max_entries) {
+            snprintf(line, sizeof line, "the archive has more than %u members (max_entries)",
+                     o->max_entries);
+            set_error(r, CKPT_E_LIMIT, line);
+            ok = 0;
+            break;
+        }
+        buf = read_member(a, limit, &len, &big);
+        if (!buf) {
+            snprintf(line, sizeof line, "%.200s: cannot read this member: %s", name,
+                     big                       ? "larger than the memory limit (max_memory)"
+                     : archive_error_string(a) ? archive_error_string(a)
+                                               : "out of memory");
+            if (add_note(r, line) != 0) r->oom = 1;
+            name_add(&bad, name,
+                     big                             ? "too large"
+                     : archive_entry_is_encrypted(e) ? "encrypted, or flagged so"
+                                                     : "unreadable");
+            if (!big && archive_errno(a) == 0 && !archive_error_string(a)) r->oom = 1;
+            continue;
+        }
+        if (!openable(buf, len)) {
+            snprintf(line, sizeof line,
+                     "%.200s: neither a pickle nor an archive: not scanned (first byte 0x%02x)",
+                     name, len ? buf[0] : 0);
+            if (len && add_note(r, line) != 0) r->oom = 1;
+            free(buf);
+            continue;
+        }
+        if (depth >= SCAN_MAX_DEPTH) {
+            snprintf(line, sizeof line, "%.200s: archives nested deeper than %d: not scanned", name,
+                     SCAN_MAX_DEPTH);
+            if (add_note(r, line) != 0) r->oom = 1;
+            name_add(&bad, name, "nested too deep");
+            free(buf);
+            continue;
+        }
+        {
+            scan_src m = {SCAN_FROM_MEMORY, NULL, buf, len, NULL};
+            ckpt_error e2;
+            ckpt_scan_report *sub = scan_depth(&m, o, flags, depth + 1, &e2);
+            if (!sub) {
+                free(buf);
+                r->oom = 1;
+                break;
+            }
+            if (merge(r, sub, name) != 0) r->oom = 1;
+            if (sub->failed) {
+                snprintf(line, sizeof line, "%.200s: %s%s (byte %lld)", name,
+                         sub->n ? "could not be read to the end: " : "does not open: ",
+                         sub->error.message, (long long)sub->error.offset);
+                if (add_note(r, line) != 0) r->oom = 1;
+                name_add(&bad, name, sub->error.message);
+            }
+            scanned++;
+            ckpt_scan_free(sub);
+        }
+        free(buf);
+        if (r->oom) break;
+    }
+    if (ok && rc != ARCHIVE_EOF && !r->oom) {
+        snprintf(line, sizeof line, "the archive breaks after %zu members: %s", members,
+                 archive_error_string(a) ? archive_error_string(a) : "read error");
+        set_error(r, CKPT_E_FORMAT, line);
+    } else if (ok && bad.count && !r->oom) {
+        snprintf(line, sizeof line, "%zu archive member%s ckpt cannot open: %s", bad.count,
+                 bad.count == 1 ? "" : "s", bad.text);
+        set_error(r, CKPT_E_FORMAT, line);
+    }
+    if (!r->oom) {
+        snprintf(line, sizeof line,
+                 "%s archive read through libarchive: %zu member%s, %zu scanned as files",
+                 archive_format_name(a) ? archive_format_name(a) : "an", members,
+                 members == 1 ? "" : "s", scanned);
+        if (add_note(r, line) != 0) r->oom = 1;
+    }
+    archive_read_free(a);
+    free(ar);
+    return r->oom ? -1 : 0;
+}
+#else
+static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_options *o,
+                        unsigned flags, int depth)
+{
+    (void)src, (void)o, (void)flags, (void)depth;
+    set_error(r, CKPT_E_UNSUPPORTED,
+              "an archive that is not a torch.save file (a generic ZIP or TAR, a compressed "
+              "TAR, 7z): this ckpt was built without libarchive and cannot open its members");
+    return 0;
+}
+#endif
+
+/* Bytes [off, end) of the input in memory (NULL when they cannot be read
+ * or pass `limit`). */
+static unsigned char *read_rest(const scan_src *s, uint64_t off, uint64_t limit, size_t *len)
+{
+    unsigned char *buf;
+    uint64_t size;
+    if (s->from == SCAN_FROM_MEMORY) {
+        size = s->size;
+    } else if (s->from == SCAN_FROM_READER) {
+        size = s->reader->size;
+    } else {
+        FILE *fp = fopen(s->path, "rb");
+        long end;
+        if (!fp) return NULL;
+        if (fseek(fp, 0, SEEK_END) != 0 || (end = ftell(fp)) < 0) {
+            fclose(fp);
+            return NULL;
+        }
+        size = (uint64_t)end;
+        buf = NULL;
+        if (off <= size && size - off <= limit && fseek(fp, (long)off, SEEK_SET) == 0 &&
+            (buf = malloc(size - off ? (size_t)(size - off) : 1)) != NULL &&
+            fread(buf, 1, (size_t)(size - off), fp) != (size_t)(size - off)) {
+            free(buf);
+            buf = NULL;
+        }
+        fclose(fp);
+        if (buf) *len = (size_t)(size - off);
+        return buf;
+    }
+    if (off > size || size - off > limit) return NULL;
+    buf = malloc(size - off ? (size_t)(size - off) : 1);
+    if (!buf) return NULL;
+    if (s->from == SCAN_FROM_MEMORY)
+        memcpy(buf, (const unsigned char *)s->data + off, (size_t)(size - off));
+    else if (size > off &&
+             s->reader->read(s->reader->opaque, off, buf, (size_t)(size - off)) != 0) {
+        free(buf);
+        return NULL;
+    }
+    *len = (size_t)(size - off);
+    return buf;
+}
+
+/* A numpy .npy file (numpy.save; the members of an .npz): an array of
+ * dtype object is stored as a pickle after the header, which numpy.load
+ * (allow_pickle=True) unpickles; any other array holds no pickle. */
+static void scan_npy(ckpt_scan_report *r, const scan_src *src, const unsigned char *h, size_t hn,
+                     const ckpt_options *o, unsigned flags, int depth)
+{
+    size_t hl, start, len = 0;
+    unsigned char *buf;
+    char line[400];
+    if (hn < 12 || (h[6] != 1 && h[6] != 2 && h[6] != 3)) {
+        set_error(r, CKPT_E_FORMAT, "numpy .npy file with an unknown version");
+        return;
+    }
+    hl = h[6] == 1 ? (size_t)h[8] | (size_t)h[9] << 8
+                   : (size_t)h[8] | (size_t)h[9] << 8 | (size_t)h[10] << 16 | (size_t)h[11] << 24;
+    start = (h[6] == 1 ? 10 : 12) + hl;
+    buf = read_rest(src, 0, start + (o->max_memory ? o->max_memory : (uint64_t)1 << 32), &len);
+    if (!buf || len < start) {
+        free(buf);
+        set_error(r, CKPT_E_FORMAT,
+                  "numpy .npy file: cannot read its header and data (truncated, or larger "
+                  "than the memory limit)");
+        return;
+    }
+    {
+        /* the header is a Python dict literal: {'descr': '|O', ...}; an
+         * object field of a structured dtype is ('name', '|O') */
+        char *hdr = malloc(hl + 1);
+        int object;
+        if (!hdr) {
+            free(buf);
+            r->oom = 1;
+            return;
+        }
+        memcpy(hdr, buf + start - hl, hl);
+        hdr[hl] = '\0';
+        object =
+            strstr(hdr, "|O'") != NULL || strstr(hdr, "'O'") != NULL || strstr(hdr, "|O\"") != NULL;
+        free(hdr);
+        if (!object) {
+            if (add_note(r, "numpy .npy array without objects: it holds no pickle") != 0)
+                r->oom = 1;
+            free(buf);
+            return;
+        }
+    }
+    {
+        scan_src m = {SCAN_FROM_MEMORY, NULL, buf + start, len - start, NULL};
+        ckpt_error e2;
+        ckpt_scan_report *sub = scan_depth(&m, o, flags, depth + 1, &e2);
+        if (!sub) {
+            r->oom = 1;
+        } else {
+            if (merge(r, sub, "npy:pickle") != 0) r->oom = 1;
+            if (sub->failed) {
+                snprintf(line, sizeof line, "numpy .npy object array: its pickle %s%.250s",
+                         sub->n ? "could not be read to the end: " : "does not open: ",
+                         sub->error.message);
+                set_error(r, sub->error.code, line);
+            }
+            snprintf(line, sizeof line,
+                     "numpy .npy object array: its pickle starts at byte %zu (offsets are "
+                     "within it)",
+                     start);
+            if (add_note(r, line) != 0) r->oom = 1;
+            ckpt_scan_free(sub);
+        }
+    }
+    free(buf);
+}
+
+/* Forget what a failed container open reported, for a scan as an archive. */
+static void reset_report(ckpt_scan_report *r)
+{
+    r->n = 0;
+    r->nnotes = 0;
+    r->failed = 0;
+    r->format = -1;
+    memset(&r->error, 0, sizeof r->error);
+    r->error.offset = -1;
+}
+
+static int passthrough_read(void *opaque, uint64_t offset, void *buf, size_t n)
+{
+    const ckpt_reader *rd = opaque;
+    return rd->read(rd->opaque, offset, buf, n);
+}
+
+static ckpt_scan_report *scan_depth(const scan_src *src, const ckpt_options *opt, unsigned flags,
+                                    int depth, ckpt_error *err)
 {
     ckpt_scan_report *r = calloc(1, sizeof *r);
     ckpt_options o;
     ckpt_file *f = NULL;
     size_t i;
+    unsigned char head[512];
+    size_t hn;
 
     if (!r) {
-        if (reader && reader->close) reader->close(reader->opaque);
-        if (err) {
-            memset(err, 0, sizeof *err);
-            err->code = CKPT_E_NOMEM;
-            err->offset = -1;
-            strcpy(err->message, "out of memory for a scan report");
-        }
+        fail_nomem(err);
         return NULL;
     }
     if (opt)
@@ -955,38 +1504,65 @@ static ckpt_scan_report *scan_any(int from, const char *path, const void *data, 
     r->format = -1;
     memset(&r->error, 0, sizeof r->error);
     r->error.offset = -1;
-    if (from == SCAN_FROM_PATH)
-        f = ckpt_open_path(path, &o, &r->error); /* also folders, shard indexes */
-    else if (from == SCAN_FROM_MEMORY)
-        f = ckpt_open_memory(data, size, &o, &r->error);
-    else
-        f = ckpt_open_reader(reader, &o, &r->error);
-    if (f) {
-        ckpt_info info;
-        size_t nn = ckpt_note_count(f);
-        ckpt_get_info(f, &info);
-        r->format = (int)info.format;
-        for (i = 0; i < nn && !r->oom; i++) {
-            const char *note = ckpt_note_at(f, i);
-            if (add_note(r, note ? note : "") != 0) r->oom = 1;
-        }
-        if (info.format == CKPT_FORMAT_TORCHSCRIPT && !r->oom && add_note(r, TS_NOTE) != 0)
-            r->oom = 1;
-        ckpt_close(f);
+    hn = head_bytes(src, head, sizeof head);
+    if (foreign_archive(head, hn)) {
+        if (scan_archive(r, src, &o, flags, depth) != 0) r->oom = 1;
+    } else if (hn >= 6 && memcmp(head, "\x93NUMPY", 6) == 0) {
+        scan_npy(r, src, head, hn, &o, flags, depth);
     } else {
-        r->failed = 1;
+        if (src->from == SCAN_FROM_PATH) {
+            f = ckpt_open_path(src->path, &o, &r->error); /* also folders, indexes */
+        } else if (src->from == SCAN_FROM_MEMORY) {
+            f = ckpt_open_memory(src->data, src->size, &o, &r->error);
+        } else if (!src->reader || !src->reader->read) {
+            f = ckpt_open_reader(NULL, &o, &r->error);
+        } else {
+            /* the caller's reader stays open for a second look as an archive */
+            ckpt_reader pass = *src->reader;
+            pass.read = passthrough_read;
+            pass.close = NULL;
+            pass.opaque = (void *)src->reader;
+            f = ckpt_open_reader(&pass, &o, &r->error);
+        }
+        if (f) {
+            ckpt_info info;
+            size_t nn = ckpt_note_count(f);
+            ckpt_get_info(f, &info);
+            r->format = (int)info.format;
+            for (i = 0; i < nn && !r->oom; i++) {
+                const char *note = ckpt_note_at(f, i);
+                if (add_note(r, note ? note : "") != 0) r->oom = 1;
+            }
+            if (info.format == CKPT_FORMAT_TORCHSCRIPT && !r->oom && add_note(r, TS_NOTE) != 0)
+                r->oom = 1;
+            ckpt_close(f);
+        } else {
+            r->failed = 1;
+            /* a ZIP or TAR that is not torch's (the reader says "not a
+             * torch.save" file/archive) and named nothing: its members */
+            if (!r->oom && r->n == 0 && zip_or_tar(head, hn) && r->error.code == CKPT_E_FORMAT &&
+                strstr(r->error.message, "not a torch.save") != NULL) {
+                reset_report(r);
+                if (scan_archive(r, src, &o, flags, depth) != 0) r->oom = 1;
+            }
+        }
     }
     if (r->oom) {
         ckpt_scan_free(r);
-        if (err) {
-            memset(err, 0, sizeof *err);
-            err->code = CKPT_E_NOMEM;
-            err->offset = -1;
-            strcpy(err->message, "out of memory for a scan report");
-        }
+        fail_nomem(err);
         return NULL;
     }
     classify_all(r);
+    return r;
+}
+
+static ckpt_scan_report *scan_any(int from, const char *path, const void *data, size_t size,
+                                  const ckpt_reader *reader, const ckpt_options *opt,
+                                  unsigned flags, ckpt_error *err)
+{
+    scan_src src = {from, path, data, size, reader};
+    ckpt_scan_report *r = scan_depth(&src, opt, flags, 0, err);
+    if (from == SCAN_FROM_READER && reader && reader->close) reader->close(reader->opaque);
     return r;
 }
 

@@ -1,0 +1,129 @@
+/*
+ * nested.c - layer 4 (formats), for scanners (options.scan_all_pickles):
+ * the pickles inside bytes values.  A bytes value that begins with PROTO, or
+ * that a loader is called with (pickle.loads(b), torch.load(io.BytesIO(b)),
+ * torch.storage._load_from_bytes(b), ...), is what a second load would run.
+ * The pickle machine records such values (ck_unpickler.nested); once the
+ * file's own pickles are done, each is opened as a file of its own (a
+ * pickle, a legacy stream or a torch ZIP, whatever its bytes are), its
+ * globals passed on to the scanner labelled "data.pkl>bytes@OFFSET" (then
+ * ">data.pkl", ">pickle#2", ... for what the bytes hold but a plain first
+ * pickle), to a bounded depth.  Bytes that do not open give a note.
+ */
+#include "formats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define NESTED_MAX_DEPTH 8
+
+/* Calls whose bytes argument is unpickled (directly or through a file
+ * object); the same callables are "dangerous" in src/tools/scan.c's table
+ * (W_LOAD), BytesIO excepted: it only carries the bytes to a loader. */
+static const char *const loaders[] = {
+    "pickle.",
+    "_pickle.",
+    "cPickle.",
+    "dill.",
+    "cloudpickle.",
+    "joblib.",
+    "jsonpickle.",
+    "pandas.",
+    "shelve.",
+    "io.BytesIO",
+    "_io.BytesIO",
+    "torch.load",
+    "torch.serialization.",
+    "torch.storage._load_from_bytes",
+    "torch.jit.load",
+    "numpy.loads",
+    "numpy.load",
+    "numpy.core.numeric.loads",
+    "numpy.lib.npyio.load",
+};
+
+static bool is_loader(const char *callee)
+{
+    for (size_t i = 0; i < sizeof loaders / sizeof loaders[0]; i++) {
+        size_t n = strlen(loaders[i]);
+        if (strncmp(callee, loaders[i], n) == 0 && (loaders[i][n - 1] == '.' || callee[n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+/* The scanner's callback, seen through a label prefix. */
+typedef struct nested_ctx {
+    void (*on_global)(void *ctx, const ckpt_global_ref *g);
+    void *ctx;
+    const char *prefix;
+    int depth;
+} nested_ctx;
+
+static void prefixed_global(void *ctx, const ckpt_global_ref *g)
+{
+    const nested_ctx *c = ctx;
+    char label[512];
+    ckpt_global_ref h = *g;
+    if (!g->pickle || strcmp(g->pickle, "pickle") == 0)
+        snprintf(label, sizeof label, "%s", c->prefix);
+    else if (strncmp(g->pickle, "pickle>", 7) == 0) /* bytes in bytes: a>bytes@1>bytes@2 */
+        snprintf(label, sizeof label, "%s%s", c->prefix, g->pickle + 6);
+    else
+        snprintf(label, sizeof label, "%s>%s", c->prefix, g->pickle);
+    h.pickle = label;
+    if (c->on_global) c->on_global(c->ctx, &h);
+}
+
+int ck_scan_nested(ckpt_file *f, ckpt_error *err)
+{
+    if (!f->opt.scan_all_pickles || f->pk.nnested == 0) return 0;
+    int depth = 1;
+    if (f->opt.on_global == prefixed_global)
+        depth = ((const nested_ctx *)f->opt.on_global_ctx)->depth + 1;
+    /* the values are distinct opcodes' bytes or copies the machine charged
+     * to max_expansion; still, scan at most about the file's size again */
+    uint64_t budget = f->src.size + (1u << 20), spent = 0;
+    for (size_t i = 0; i < f->pk.nnested; i++) {
+        const ck_nested *n = &f->pk.nested[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = f->pk.nested[j].bytes == n->bytes;
+        if (seen || (n->callee && !is_loader(n->callee))) continue;
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%.200s>bytes@%lld", n->label, (long long)n->pos);
+        const char *why = NULL;
+        if (depth > NESTED_MAX_DEPTH)
+            why = "pickles nested in bytes deeper than 8";
+        else if (n->bytes->u.s.n > budget - spent)
+            why = "more nested bytes than the file holds";
+        if (why) {
+            if (ck_note(&f->pk, "%s: not scanned: %s", prefix, why))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            continue;
+        }
+        spent += n->bytes->u.s.n;
+        nested_ctx c = {f->opt.on_global, f->opt.on_global_ctx, prefix, depth};
+        ckpt_options o = f->opt;
+        o.on_global = prefixed_global;
+        o.on_global_ctx = &c;
+        o.key = NULL;
+        o.use_mmap = 0;
+        ckpt_error e;
+        memset(&e, 0, sizeof e);
+        ckpt_file *g = ckpt_open_memory(n->bytes->u.s.p, n->bytes->u.s.n, &o, &e);
+        if (!g) {
+            if (e.code == CKPT_E_NOMEM) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            if (ck_note(&f->pk, "%s%s does not open: %s (byte %lld)", prefix,
+                        n->callee ? "" : " (begins like a pickle)", e.message, (long long)e.offset))
+                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            continue;
+        }
+        size_t nn = ckpt_note_count(g);
+        int r = 0;
+        for (size_t k = 0; k < nn && r == 0; k++)
+            r = ck_note(&f->pk, "%s: %s", prefix, ckpt_note_at(g, k));
+        ckpt_close(g);
+        if (r) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    return 0;
+}
