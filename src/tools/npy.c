@@ -38,6 +38,9 @@ static const struct {
     {CKPT_UINT16, "<u2", 0, "uint16 -> <u2"},
     {CKPT_UINT32, "<u4", 0, "uint32 -> <u4"},
     {CKPT_UINT64, "<u8", 0, "uint64 -> <u8"},
+    {CKPT_QINT8, "|i1", 0, "qint8 -> |i1, the stored integers (int_repr)"},
+    {CKPT_QUINT8, "|u1", 0, "quint8 -> |u1, the stored integers (int_repr)"},
+    {CKPT_QINT32, "<i4", 0, "qint32 -> <i4, the stored integers (int_repr)"},
 };
 
 #define NTYPES (sizeof npy_types / sizeof npy_types[0])

@@ -1,0 +1,351 @@
+/*
+ * kinds.c - layer 3 (torch): tensor kinds beyond the dense strided tensor.
+ *
+ *   quantized  torch._utils._rebuild_qtensor(storage, offset, size, stride,
+ *              quantizer_params, requires_grad, hooks): a strided tensor
+ *              over its integer storage plus the quantization parameters
+ *              (per-channel scales and zero points are tensors, read when
+ *              the file is catalogued).
+ *   sparse     _rebuild_sparse_tensor(layout, data) and 1.x's
+ *              _rebuild_sparse_csr_tensor: the components (indices, values,
+ *              ...), each a strided tensor, listed as NAME.<component>.
+ *   meta       _rebuild_meta_tensor_no_storage(dtype, size, stride, rg):
+ *              listed, no data.
+ *   nested     _rebuild_nested_tensor(buffer, sizes, strides, offsets):
+ *              listed, unreadable.
+ * A kind whose arguments are not as expected is listed as an unreadable
+ * tensor saying why: one odd tensor never blocks the rest of the file.
+ */
+#include "torch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PFAIL(...) ck_machine_fail(m, CKPT_E_PICKLE, __VA_ARGS__)
+
+static const char *const layout_names[] = {"strided",    "sparse_coo", "sparse_csr",
+                                           "sparse_csc", "sparse_bsr", "sparse_bsc"};
+static const char *const qscheme_names[] = {"none",
+                                            "per_tensor_affine",
+                                            "per_channel_affine",
+                                            "per_tensor_symmetric",
+                                            "per_channel_symmetric",
+                                            "per_channel_affine_float_qparams"};
+
+const char *ckpt_layout_name(ckpt_layout l)
+{
+    return (unsigned)l < sizeof layout_names / sizeof *layout_names ? layout_names[l] : "unknown";
+}
+
+const char *ckpt_qscheme_name(ckpt_qscheme q)
+{
+    return (unsigned)q < sizeof qscheme_names / sizeof *qscheme_names ? qscheme_names[q]
+                                                                      : "unknown";
+}
+
+/* ---- find_class ------------------------------------------------------------ */
+
+static const struct {
+    const char *module, *name;
+    uint8_t tag;
+} kind_globals[] = {
+    {"torch._utils", "_rebuild_qtensor", CK_G_REBUILD_QTENSOR},
+    {"torch._utils", "_rebuild_sparse_tensor", CK_G_REBUILD_SPARSE},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", CK_G_REBUILD_SPARSE},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", CK_G_REBUILD_META},
+    {"torch._utils", "_rebuild_nested_tensor", CK_G_REBUILD_NESTED},
+    {"torch.serialization", "_get_layout", CK_G_GET_LAYOUT},
+};
+
+static int layout_by_name(const char *n, ckpt_layout *l)
+{
+    for (unsigned i = 1; i < sizeof layout_names / sizeof *layout_names; i++)
+        if (strcmp(n, layout_names[i]) == 0) {
+            *l = (ckpt_layout)i;
+            return 0;
+        }
+    return -1;
+}
+
+int ck_kind_find_class(ckpt_value *g)
+{
+    const char *m = g->u.g->module, *n = g->u.g->name;
+    for (size_t i = 0; i < sizeof kind_globals / sizeof *kind_globals; i++)
+        if (strcmp(m, kind_globals[i].module) == 0 && strcmp(n, kind_globals[i].name) == 0) {
+            g->gid = kind_globals[i].tag;
+            return 1;
+        }
+    if (strcmp(m, "torch") != 0) return 0;
+    ckpt_layout l;
+    if (layout_by_name(n, &l) == 0) {
+        g->gid = CK_G_LAYOUT;
+        g->aux = (uint8_t)l;
+        return 1;
+    }
+    for (unsigned i = 1; i < sizeof qscheme_names / sizeof *qscheme_names; i++)
+        if (strcmp(n, qscheme_names[i]) == 0) {
+            g->gid = CK_G_QSCHEME;
+            g->aux = (uint8_t)i;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static bool is_seq(const ckpt_value *v)
+{
+    return v && (v->kind == CKPT_V_TUPLE || v->kind == CKPT_V_LIST);
+}
+
+static ck_tkind *new_kind(ckpt_file *f, ck_machine *m)
+{
+    ck_tkind *k = ck_alloc(&f->arena, sizeof *k);
+    if (!k) ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    return k;
+}
+
+/* ints of a tuple (at most 64), or -1 (not an error: the caller lists the
+ * tensor as unreadable). */
+static int ints(ckpt_file *f, const ckpt_value *v, uint32_t *n, int64_t **out)
+{
+    if (!is_seq(v) || v->u.seq.n > 64 || v->u.seq.n > f->opt.max_rank) return -1;
+    *n = (uint32_t)v->u.seq.n;
+    *out = NULL;
+    if (!*n) return 0;
+    if (!(*out = ck_alloc(&f->arena, *n * sizeof **out))) return -1;
+    for (uint32_t i = 0; i < *n; i++)
+        if (!ck_as_int(v->u.seq.v[i], &(*out)[i]) || (*out)[i] < 0) return -1;
+    return 0;
+}
+
+int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype dtype,
+                       uint32_t ndim, const int64_t *shape, ckpt_value **out)
+{
+    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
+    const char *w = ck_strndup(&f->arena, why, strlen(why));
+    if (!t || !w) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    t->storage = CK_NO_STORAGE;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim) {
+        t->shape = ck_alloc_copy(&f->arena, shape, ndim * sizeof *shape);
+        t->stride = ck_alloc(&f->arena, ndim * sizeof *t->stride);
+        if (!t->shape || !t->stride) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+        int64_t s = 1;
+        for (uint32_t i = ndim; i-- > 0;) { /* contiguous strides, for show */
+            t->stride[i] = s;
+            if (shape[i] > 0 && s <= INT64_MAX / shape[i]) s *= shape[i];
+        }
+    }
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) numel = UINT64_MAX;
+    t->numel = numel;
+    t->offset_pos = ck_machine_pos(m);
+    t->unreadable = w;
+    if (!(*out = ck_tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    return 0;
+}
+
+static int unreadable_kind(ckpt_file *f, ck_machine *m, const char *kind, const char *detail,
+                           ckpt_value **out)
+{
+    char why[160];
+    snprintf(why, sizeof why, "%s tensor: %s", kind, detail);
+    return ck_kind_unreadable(f, m, why, CKPT_UINT8, 0, NULL, out);
+}
+
+/* ---- quantized ----------------------------------------------------------------- */
+
+static ckpt_dtype quantized_dtype(ckpt_dtype d)
+{
+    switch (d) {
+    case CKPT_INT8: return CKPT_QINT8;
+    case CKPT_UINT8: return CKPT_QUINT8;
+    case CKPT_INT32: return CKPT_QINT32;
+    default: return d;
+    }
+}
+
+static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
+{
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    if (n < 5 || a[0]->kind != CKPT_V_STORAGE)
+        return unreadable_kind(f, m, "quantized", "unexpected rebuild arguments", out);
+    ck_tdef *t;
+    CK_TRY(ck_rebuild_strided(f, m, a, NULL, &t));
+    if (n >= 6) {
+        int64_t rg = 0;
+        ck_as_int(a[5], &rg);
+        t->requires_grad = rg != 0;
+    }
+    t->dtype = quantized_dtype(t->dtype);
+    ck_tkind *k = new_kind(f, m);
+    if (!k) return -1;
+    t->kind = k;
+    if (t->dtype == CKPT_QUINT4X2) k->sub_byte = 2;
+    if (t->dtype == CKPT_QUINT2X4) k->sub_byte = 4;
+    const ckpt_value *q = a[4];
+    if (!is_seq(q) || q->u.seq.n < 1 || q->u.seq.v[0]->kind != CKPT_V_GLOBAL ||
+        q->u.seq.v[0]->gid != CK_G_QSCHEME) {
+        t->unreadable = "quantized tensor: unknown quantization scheme";
+    } else {
+        ckpt_value **p = q->u.seq.v;
+        k->qscheme = (ckpt_qscheme)p[0]->aux;
+        if (k->qscheme == CKPT_PER_TENSOR_AFFINE || k->qscheme == CKPT_PER_TENSOR_SYMMETRIC) {
+            if (q->u.seq.n < 3 || (p[1]->kind != CKPT_V_FLOAT && p[1]->kind != CKPT_V_INT) ||
+                !ck_as_int(p[2], &k->zero_point))
+                t->unreadable = "quantized tensor: malformed per-tensor parameters";
+            else
+                k->scale = p[1]->kind == CKPT_V_FLOAT ? p[1]->u.f : (double)p[1]->u.i;
+        } else {
+            if (q->u.seq.n < 4 || p[1]->kind != CKPT_V_TENSOR || p[2]->kind != CKPT_V_TENSOR ||
+                !ck_as_int(p[3], &k->axis) || k->axis < 0 || (uint64_t)k->axis >= t->ndim)
+                t->unreadable = "quantized tensor: malformed per-channel parameters";
+            else {
+                k->qscales = ck_tdef_of(p[1]);
+                k->qzeros = ck_tdef_of(p[2]);
+            }
+        }
+    }
+    if (!(*out = ck_tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    return 0;
+}
+
+/* ---- sparse ---------------------------------------------------------------------- */
+
+static const char *const coo_parts[] = {"indices", "values"};
+static const char *const csr_parts[] = {"crow_indices", "col_indices", "values"};
+static const char *const csc_parts[] = {"ccol_indices", "row_indices", "values"};
+
+static int rebuild_sparse(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
+{
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    ckpt_layout layout = CKPT_LAYOUT_STRIDED;
+    if (n >= 1 && a[0]->kind == CKPT_V_GLOBAL && a[0]->gid == CK_G_LAYOUT) {
+        layout = (ckpt_layout)a[0]->aux;
+    } else if (n >= 1 && a[0]->kind == CKPT_V_OBJECT && a[0]->u.obj->callable &&
+               a[0]->u.obj->callable->gid == CK_G_GET_LAYOUT && a[0]->u.obj->args &&
+               a[0]->u.obj->args->u.seq.n == 1 &&
+               a[0]->u.obj->args->u.seq.v[0]->kind == CKPT_V_STR) {
+        const char *s = a[0]->u.obj->args->u.seq.v[0]->u.s.p;
+        if (strncmp(s, "torch.", 6) == 0 && layout_by_name(s + 6, &layout) != 0)
+            layout = CKPT_LAYOUT_STRIDED;
+    }
+    if (layout == CKPT_LAYOUT_STRIDED || n < 2 || !is_seq(a[1]))
+        return unreadable_kind(f, m, "sparse", "unknown layout or data", out);
+    const ckpt_value *d = a[1];
+    size_t np = layout == CKPT_LAYOUT_SPARSE_COO ? 2 : 3;
+    if (d->u.seq.n < np + 1) return unreadable_kind(f, m, "sparse", "too few components", out);
+    ck_tkind *k = new_kind(f, m);
+    if (!k) return -1;
+    k->layout = layout;
+    k->nparts = np;
+    const char *const *names =
+        layout == CKPT_LAYOUT_SPARSE_COO                                         ? coo_parts
+        : (layout == CKPT_LAYOUT_SPARSE_CSR || layout == CKPT_LAYOUT_SPARSE_BSR) ? csr_parts
+                                                                                 : csc_parts;
+    for (size_t i = 0; i < np; i++) {
+        if (d->u.seq.v[i]->kind != CKPT_V_TENSOR)
+            return unreadable_kind(f, m, "sparse", "a component is not a tensor", out);
+        k->parts[i] = ck_tdef_of(d->u.seq.v[i]);
+        k->part_names[i] = names[i];
+        if (k->parts[i]->kind && k->parts[i]->kind->nparts)
+            return unreadable_kind(f, m, "sparse", "a component is itself sparse", out);
+    }
+    if (ints(f, d->u.seq.v[np], &k->dense_ndim, &k->dense_size) != 0)
+        return unreadable_kind(f, m, "sparse", "malformed size", out);
+    ck_tdef *vals = k->parts[np - 1];
+    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
+    if (!t) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    t->storage = CK_NO_STORAGE;
+    t->dtype = vals->dtype;
+    t->ndim = k->dense_ndim;
+    t->shape = k->dense_size;
+    t->stride = NULL;
+    t->offset_pos = ck_machine_pos(m);
+    t->kind = k;
+    t->unreadable = "sparse tensor: read its components";
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        if (ck_mul_ovf(numel, (uint64_t)t->shape[i], &numel)) numel = UINT64_MAX;
+    t->numel = numel;
+    if (t->ndim) {
+        t->stride = ck_alloc(&f->arena, t->ndim * sizeof *t->stride);
+        if (!t->stride) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    }
+    if (!(*out = ck_tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    return 0;
+}
+
+/* ---- meta, nested ------------------------------------------------------------ */
+
+static int rebuild_meta(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
+{
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    uint32_t nd;
+    int64_t *shape;
+    if (n < 2 || a[0]->kind != CKPT_V_GLOBAL || a[0]->gid != CK_G_DTYPE ||
+        ints(f, a[1], &nd, &shape) != 0)
+        return unreadable_kind(f, m, "meta", "no data", out);
+    CK_TRY(ck_kind_unreadable(f, m, "meta tensor: no data (device 'meta' stores none)",
+                              (ckpt_dtype)a[0]->aux, nd, shape, out));
+    ck_tdef *t = ck_tdef_of(*out);
+    uint32_t nd2;
+    int64_t *stride;
+    if (n >= 3 && ints(f, a[2], &nd2, &stride) == 0 && nd2 == nd) t->stride = stride;
+    int64_t rg = 0;
+    if (n >= 4 && ck_as_int(a[3], &rg)) t->requires_grad = rg != 0;
+    return 0;
+}
+
+static int rebuild_nested(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
+{
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    if (n < 2 || a[0]->kind != CKPT_V_TENSOR || a[1]->kind != CKPT_V_TENSOR)
+        return unreadable_kind(f, m, "nested", "unexpected rebuild arguments", out);
+    const ck_tdef *buf = ck_tdef_of(a[0]), *sizes = ck_tdef_of(a[1]);
+    int64_t count = sizes->ndim >= 1 ? sizes->shape[0] : 0;
+    return ck_kind_unreadable(f, m,
+                              "nested tensor: its constituents have different shapes (no "
+                              "dense data)",
+                              buf->dtype, 1, &count, out);
+}
+
+int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value *args,
+                   ckpt_value **out)
+{
+    if (args->kind != CKPT_V_TUPLE) return 1;
+    switch (callable->gid) {
+    case CK_G_REBUILD_QTENSOR: return rebuild_qtensor(f, m, args, out);
+    case CK_G_REBUILD_SPARSE: return rebuild_sparse(f, m, args, out);
+    case CK_G_REBUILD_META: return rebuild_meta(f, m, args, out);
+    case CK_G_REBUILD_NESTED: return rebuild_nested(f, m, args, out);
+    default: return 1; /* _get_layout(...) and the rest: inert objects */
+    }
+}
+
+void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o)
+{
+    o->readable = t->unreadable ? 0 : 1;
+    o->unreadable = t->unreadable;
+    const ck_tkind *k = t->kind;
+    if (!k) return;
+    o->qscheme = k->qscheme;
+    o->scale = k->scale;
+    o->zero_point = k->zero_point;
+    o->axis = k->axis;
+    o->nchannels = k->nchannels;
+    o->scales = k->scales;
+    o->zero_points = k->zero_points;
+    if (k->nparts) {
+        o->layout = k->layout;
+        o->dense_ndim = k->dense_ndim;
+        o->dense_size = k->dense_size;
+    }
+}
