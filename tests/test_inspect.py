@@ -52,6 +52,7 @@ NPY = {
     "float8_e5m2": ("|u1", []), "float8_e4m3fnuz": ("|u1", []),
     "float8_e5m2fnuz": ("|u1", []), "float8_e8m0fnu": ("|u1", []),
     "uint16": ("<u2", []), "uint32": ("<u4", []), "uint64": ("<u8", []),
+    "qint8": ("|i1", []), "quint8": ("|u1", []), "qint32": ("<i4", []),
 }
 
 
