@@ -188,8 +188,8 @@ def save(outdir, base, obj, zip_=True):
     return path
 
 
-def objects():
-    torch.manual_seed(1234)
+def objects(seed=1234):
+    torch.manual_seed(seed)
     x = torch.randn(4, 6)
     out = {}
     q = {}

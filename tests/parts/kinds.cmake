@@ -6,3 +6,10 @@ if(CKPT_PYTHON3)
            $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/kinds)
   set_tests_properties(fixtures_kinds PROPERTIES TIMEOUT 600)
 endif()
+
+# Fresh kind files from the torch on this machine (skipped without torch).
+if(EXISTS /usr/bin/python3)
+  add_test(NAME difftest_kinds COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/difftest_kinds.py
+           $<TARGET_FILE:ckpt>)
+  set_tests_properties(difftest_kinds PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
