@@ -352,9 +352,13 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *   - sparse (COO, CSR, CSC, BSR, BSC): listed as its components (see
  *     ckpt_layout), each read like a dense tensor; `layout`, `component`
  *     and dense_size say what they belong to.
- *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct):
- *     listed under their key path with torch's dtype name, C or Fortran
- *     order as strides; read gives the array's elements.
+ *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct
+ *     or numpy._core's): listed under their key path with torch's dtype
+ *     name, C or Fortran order as strides; their bytes are the pickle's own
+ *     (storage (size_t)-1, file_offset -1, not mappable); read gives the
+ *     elements in native byte order ('>f4' swapped).  Object arrays stay
+ *     inert values; numpy scalars (numpy.core.multiarray.scalar) are
+ *     INT/FLOAT/BOOL values.
  *   - tensors ckpt cannot read (meta tensors, nested tensors, device or
  *     wrapper-subclass rebuilds ...): listed with what the pickle says
  *     (dtype, shape; nbytes 0, storage (size_t)-1), readable 0 and the
@@ -368,7 +372,7 @@ typedef struct ckpt_tensor {
     const int64_t *stride;  /* ndim entries, in elements */
     int64_t storage_offset; /* in elements */
     size_t storage;         /* index for ckpt_storage_at(); equal for tensors
-                                that share one storage */
+                                that share one storage; (size_t)-1 for none */
     uint64_t numel;
     uint64_t nbytes; /* numel * ckpt_dtype_size(dtype) */
     int requires_grad;

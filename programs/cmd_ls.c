@@ -83,6 +83,10 @@ static void put_storage(const ckpt_file *f, const ckpt_tensor *t)
         cli_term_put(stdout, t->unreadable ? t->unreadable : "no data");
         return;
     }
+    if (!s) { /* held in the pickle itself: a numpy array */
+        fputs("(pickle)", stdout);
+        return;
+    }
     cli_term_put(stdout, s && s->key ? s->key : "?");
     printf("+%lld", (long long)t->storage_offset);
 }

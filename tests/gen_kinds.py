@@ -27,6 +27,7 @@ import os
 import sys
 import warnings
 
+import numpy as np
 import torch
 
 warnings.filterwarnings("ignore")
@@ -42,6 +43,14 @@ QSCHEMES = {torch.per_tensor_affine: "per_tensor_affine",
             torch.per_tensor_symmetric: "per_tensor_symmetric",
             torch.per_channel_symmetric: "per_channel_symmetric",
             torch.per_channel_affine_float_qparams: "per_channel_affine_float_qparams"}
+
+
+# numpy dtype (without byte order) -> torch's name, as ckpt lists arrays
+NP_DTYPES = {"f8": "float64", "f4": "float32", "f2": "float16", "i8": "int64", "i4": "int32",
+             "i2": "int16", "i1": "int8", "u1": "uint8", "u2": "uint16", "u4": "uint32",
+             "u8": "uint64", "b1": "bool", "c8": "complex64", "c16": "complex128"}
+# numpy scalars ckpt gives as numbers
+NP_SCALARS = ("f8", "f4", "i8", "i4", "i2", "i1", "u1", "u2", "u4", "b1")
 
 
 def dtype_name(dt):
@@ -72,6 +81,7 @@ class Describer:
     def __init__(self):
         self.groups = {}
         self.tensors = []
+        self.values = {}
 
     def group(self, t):
         return self.groups.setdefault(storage_key(t), len(self.groups))
@@ -133,8 +143,20 @@ class Describer:
                              "nbytes": 0, "readable": False, "reason": reason,
                              "storage_group": None})
 
+    def numpy(self, name, a):
+        b = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+        self.tensors.append({"name": name, "dtype": NP_DTYPES[a.dtype.str[1:]],
+                             "shape": list(a.shape),
+                             "stride": [s // a.itemsize for s in a.strides],
+                             "storage_offset": 0, "requires_grad": False, "nbytes": len(b),
+                             "sha256": hashlib.sha256(b).hexdigest(), "storage_group": None})
+
     def walk(self, name, v):
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, np.ndarray) and v.dtype.str[1:] in NP_DTYPES:
+            self.numpy(name, v)
+        elif isinstance(v, np.generic) and v.dtype.str[1:] in NP_SCALARS:
+            self.values[name] = v.item()
+        elif isinstance(v, torch.Tensor):
             if v.is_quantized:
                 self.quantized(name, v)
             elif v.layout != torch.strided:
@@ -157,7 +179,7 @@ def describe(obj, fmt):
     d = Describer()
     d.walk("", obj)
     return {"format": fmt, "byteorder": "little", "key": None, "tensors": d.tensors,
-            "values": {}, "error": None, "torch": torch.__version__}
+            "values": d.values, "error": None, "torch": torch.__version__}
 
 
 def write_expected(path, exp):
@@ -236,6 +258,18 @@ def objects(seed=1234):
         out["nested"] = {"nt": torch.nested.nested_tensor([torch.randn(2, 3),
                                                            torch.randn(4, 3)]),
                          "after": torch.arange(3)}
+    rs = np.random.RandomState(seed)
+    out["numpy"] = {"c_f32": rs.randn(3, 4).astype(np.float32),
+                    "f_f64": np.asfortranarray(rs.randn(3, 5)),
+                    "i64": np.arange(6, dtype=np.int64).reshape(2, 3),
+                    "u8": rs.randint(0, 255, size=(5,)).astype(np.uint8),
+                    "bool": rs.randn(2, 3) > 0,
+                    "be_f4": rs.randn(4).astype(">f4"),
+                    "be_i4_f": np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3)),
+                    "scalar_f8": np.float64(1.5), "scalar_f4": np.float32(0.25),
+                    "scalar_i4": np.int32(-7), "scalar_b": np.bool_(True),
+                    "objects": np.array([1, "a", None], dtype=object),
+                    "t": torch.arange(3)}
     out["mixed"] = {"dense": torch.randn(2, 3), "sparse": d.to_sparse(),
                     "q": torch.quantize_per_tensor(torch.randn(3), 0.1, 2, torch.quint8),
                     "meta": torch.empty(2, device="meta"),

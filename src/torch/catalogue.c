@@ -143,6 +143,7 @@ static bool in_set(const ckpt_value *set, const ckpt_value *k)
 }
 
 static int emit(walker *w, const ckpt_value *v);
+static int emit_one(walker *w, ck_tdef *t);
 
 /* A module: state_dict() order. */
 static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
@@ -212,6 +213,14 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
             r = walk_module(w, v->u.obj->state, depth);
             break;
         }
+        {
+            ck_tdef *nt = NULL;
+            r = ck_kind_numpy(w->f, v, &nt, w->err);
+            if (r != 0) { /* a numpy array: a tensor over its bytes in the pickle */
+                if (r > 0) r = emit_one(w, nt);
+                break;
+            }
+        }
         if (v->u.obj->args && v->u.obj->args->kind == CKPT_V_TUPLE)
             r = walk_seq(w, v->u.obj->args, depth);
         if (!r && v->u.obj->items && v->u.obj->items->kind == CKPT_V_DICT)
@@ -268,6 +277,16 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
     return 0;
 }
 
+static int is_contiguous(const ck_tdef *t)
+{
+    uint64_t expect = 1;
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) return 0;
+        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break;
+    }
+    return 1;
+}
+
 /* Fill a public descriptor from a rebuilt tensor (name left alone). */
 static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
@@ -282,6 +301,10 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
         o->numel = t->numel;
         o->requires_grad = t->requires_grad;
         o->file_offset = -1;
+        if (t->kind && t->kind->bytes) { /* held in the pickle (numpy) */
+            o->nbytes = t->numel * es;
+            o->contiguous = is_contiguous(t);
+        }
         return;
     }
     const ck_storage *s = &f->storages[t->storage];
@@ -403,8 +426,6 @@ static int read_params(walker *w, ck_tdef *p, const char *name, size_t *count, d
     return 0;
 }
 
-static int emit_one(walker *w, ck_tdef *t);
-
 /* A tensor value: a sparse tensor as its components, others as one. */
 static int emit(walker *w, const ckpt_value *v)
 {
@@ -482,6 +503,15 @@ static int emit_one(walker *w, ck_tdef *t)
     if (added > 0)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
+    if (f->ntensors >= f->cap_listed_defs) { /* arena: doubled, the old one left */
+        size_t nc = f->cap_listed_defs ? f->cap_listed_defs * 2 : 64;
+        ck_tdef **nd = ck_alloc(&f->arena, nc * sizeof *nd);
+        if (!nd) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        if (f->ntensors) memcpy(nd, f->listed_defs, f->ntensors * sizeof *nd);
+        f->listed_defs = nd;
+        f->cap_listed_defs = nc;
+    }
+    f->listed_defs[f->ntensors] = t;
     if (!t->listed) t->listed = f->ntensors + 1;
     if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
@@ -744,11 +774,46 @@ static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err)
                               : "bytes");
 }
 
+/* A tensor held in the pickle itself (a numpy array): bytes [start,
+ * start+n) of its row-major native-order image, element by element. */
+static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, uint8_t *out,
+                    size_t n, ckpt_error *err)
+{
+    uintptr_t p = (uintptr_t)t, first = (uintptr_t)f->tensors;
+    size_t idx = (size_t)((p - first) / sizeof *t);
+    const ck_tdef *d = p >= first && idx < f->ntensors && &f->tensors[idx] == t && f->listed_defs
+                           ? f->listed_defs[idx]
+                           : NULL;
+    if (!d || !d->kind || !d->kind->bytes)
+        return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s' has no data",
+                       t->name ? t->name : "(unnamed)");
+    size_t es = ck_dtype_size(t->dtype);
+    const uint16_t one = 1;
+    bool swap = d->kind->big_endian != (*(const uint8_t *)&one == 0);
+    size_t unit = ck_dtype_swap_unit(t->dtype);
+    uint64_t end = start + n;
+    for (uint64_t e = start / es; e * es < end; e++) {
+        uint64_t rem = e, off = 0;
+        for (uint32_t i = t->ndim; i-- > 0;) {
+            uint64_t dim = (uint64_t)t->shape[i];
+            off += (rem % dim) * (uint64_t)t->stride[i];
+            rem /= dim;
+        }
+        uint8_t el[16];
+        memcpy(el, d->kind->bytes + off * es, es);
+        if (swap) swap_units(el, es, unit);
+        uint64_t lo = e * es < start ? start - e * es : 0;
+        uint64_t hi = (e + 1) * es > end ? end - e * es : es;
+        memcpy(out + (e * es + lo - start), el + lo, (size_t)(hi - lo));
+    }
+    return 0;
+}
+
 /* A tensor listed but not readable (meta, nested, a sparse tensor as a
  * whole, ...): only its read fails. */
 static int readable_ok(const ckpt_tensor *t, ckpt_error *err)
 {
-    if (t->readable && t->storage != CK_NO_STORAGE) return 0;
+    if (t->readable) return 0;
     return ck_fail(err, CKPT_E_UNSUPPORTED, -1, "tensor '%s' cannot be read: %s",
                    t->name ? t->name : "(unnamed)", t->unreadable ? t->unreadable : "no data");
 }
@@ -765,6 +830,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
                        (unsigned long long)start, n, t->name ? t->name : "(unnamed)",
                        (unsigned long long)t->nbytes);
     if (n == 0) return 0;
+    if (t->storage == CK_NO_STORAGE) return mem_read(f, t, start, buf, n, err);
     size_t es = ck_dtype_size(t->dtype);
     uint64_t e0 = start / es, e1 = (start + n + es - 1) / es;
     uint8_t *out = buf;
@@ -806,6 +872,11 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         return NULL;
     }
     if (readable_ok(t, err) || size_ok(f, t, err)) return NULL;
+    if (t->storage == CK_NO_STORAGE) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is held in the pickle",
+                t->name ? t->name : "(unnamed)");
+        return NULL;
+    }
     if (!f->src.map) {
         ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "the file is not mapped (open with use_mmap)");
         return NULL;

@@ -55,6 +55,12 @@ static const struct {
     {"torch._utils", "_rebuild_meta_tensor_no_storage", CK_G_REBUILD_META},
     {"torch._utils", "_rebuild_nested_tensor", CK_G_REBUILD_NESTED},
     {"torch.serialization", "_get_layout", CK_G_GET_LAYOUT},
+    {"numpy.core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
+    {"numpy._core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
+    {"numpy", "ndarray", CK_G_NP_NDARRAY},
+    {"numpy", "dtype", CK_G_NP_DTYPE},
+    {"numpy.core.multiarray", "scalar", CK_G_NP_SCALAR},
+    {"numpy._core.multiarray", "scalar", CK_G_NP_SCALAR},
 };
 
 static int layout_by_name(const char *n, ckpt_layout *l)
@@ -317,11 +323,177 @@ static int rebuild_nested(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_va
                               buf->dtype, 1, &count, out);
 }
 
+/* ---- numpy ----------------------------------------------------------------- */
+
+/* A numpy.dtype object (numpy.dtype(descr, align, copy) + BUILD state
+ * (version, byteorder, ...)): torch's dtype, item size, big-endian. */
+static int np_dtype(const ckpt_value *d, ckpt_dtype *dt, size_t *size, bool *big)
+{
+    if (!d || d->kind != CKPT_V_OBJECT || !d->u.obj->callable ||
+        d->u.obj->callable->gid != CK_G_NP_DTYPE || !d->u.obj->args ||
+        d->u.obj->args->u.seq.n < 1 || d->u.obj->args->u.seq.v[0]->kind != CKPT_V_STR)
+        return -1;
+    const char *s = d->u.obj->args->u.seq.v[0]->u.s.p;
+    static const struct {
+        const char *descr;
+        uint8_t dtype;
+    } map[] = {
+        {"f8", CKPT_FLOAT64},   {"f4", CKPT_FLOAT32},     {"f2", CKPT_FLOAT16}, {"i8", CKPT_INT64},
+        {"i4", CKPT_INT32},     {"i2", CKPT_INT16},       {"i1", CKPT_INT8},    {"u1", CKPT_UINT8},
+        {"u2", CKPT_UINT16},    {"u4", CKPT_UINT32},      {"u8", CKPT_UINT64},  {"b1", CKPT_BOOL},
+        {"c8", CKPT_COMPLEX64}, {"c16", CKPT_COMPLEX128},
+    };
+    size_t i;
+    for (i = 0; i < sizeof map / sizeof *map; i++)
+        if (strcmp(s, map[i].descr) == 0) break;
+    if (i == sizeof map / sizeof *map) return -1; /* objects, strings, records: inert */
+    *dt = (ckpt_dtype)map[i].dtype;
+    *size = ck_dtype_size(*dt);
+    *big = false;
+    const ckpt_value *st = d->u.obj->state;
+    if (st && is_seq(st) && st->u.seq.n >= 2 && st->u.seq.v[1]->kind == CKPT_V_STR &&
+        st->u.seq.v[1]->u.s.n == 1)
+        *big = st->u.seq.v[1]->u.s.p[0] == '>';
+    return 0;
+}
+
+int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err)
+{
+    const ck_obj *o = v->u.obj;
+    if (!o->callable || o->callable->gid != CK_G_NP_RECONSTRUCT) return 0;
+    const ckpt_value *st = o->state;
+    /* (version, shape, dtype, is_fortran, rawdata) */
+    if (!st || st->kind != CKPT_V_TUPLE || st->u.seq.n < 5) return 0;
+    ckpt_value **a = st->u.seq.v;
+    ckpt_dtype dt;
+    size_t es;
+    bool big;
+    uint32_t nd;
+    int64_t *shape;
+    if (np_dtype(a[2], &dt, &es, &big) != 0 || a[4]->kind != CKPT_V_BYTES) return 0;
+    if (ints(f, a[1], &nd, &shape) != 0) return 0;
+    uint64_t numel = 1, nbytes;
+    for (uint32_t i = 0; i < nd; i++)
+        if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) return 0;
+    if (ck_mul_ovf(numel, es, &nbytes) || nbytes != a[4]->u.s.n)
+        return ck_fail(err, CKPT_E_FORMAT, -1,
+                       "a numpy array of %llu bytes holds %zu bytes of data",
+                       (unsigned long long)(ck_mul_ovf(numel, es, &nbytes) ? UINT64_MAX : nbytes),
+                       a[4]->u.s.n);
+    bool fortran = a[3]->kind == CKPT_V_BOOL ? a[3]->u.b : a[3]->kind == CKPT_V_INT && a[3]->u.i;
+    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
+    ck_tkind *k = ck_alloc(&f->arena, sizeof *k);
+    int64_t *stride = nd ? ck_alloc(&f->arena, nd * sizeof *stride) : NULL;
+    if (!t || !k || (nd && !stride)) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    int64_t s = 1;
+    for (uint32_t j = 0; j < nd; j++) { /* C order: last dimension fastest */
+        uint32_t i = fortran ? j : nd - 1 - j;
+        stride[i] = s;
+        if (shape[i] > 1) s *= shape[i]; /* bounded: numel * es fits the bytes */
+    }
+    t->storage = CK_NO_STORAGE;
+    t->dtype = dt;
+    t->ndim = nd;
+    t->shape = shape;
+    t->stride = stride;
+    t->numel = numel;
+    t->offset_pos = -1;
+    t->kind = k;
+    k->bytes = (const uint8_t *)a[4]->u.s.p;
+    k->big_endian = big && es > 1;
+    *out = t;
+    return 1;
+}
+
+/* numpy.core.multiarray.scalar(dtype, bytes): the number. */
+static int np_scalar(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
+{
+    ckpt_value **a = args->u.seq.v;
+    ckpt_dtype dt;
+    size_t es;
+    bool big;
+    if (args->u.seq.n != 2 || np_dtype(a[0], &dt, &es, &big) != 0 || a[1]->kind != CKPT_V_BYTES ||
+        a[1]->u.s.n != es || es > 8)
+        return 1;
+    uint8_t b[8];
+    memcpy(b, a[1]->u.s.p, es);
+    const uint16_t one = 1;
+    bool host_big = *(const uint8_t *)&one == 0;
+    if (big != host_big)
+        for (size_t i = 0; i < es / 2; i++) {
+            uint8_t x = b[i];
+            b[i] = b[es - 1 - i];
+            b[es - 1 - i] = x;
+        }
+    ckpt_value *v;
+    switch (dt) {
+    case CKPT_FLOAT64:
+    case CKPT_FLOAT32: {
+        double d;
+        if (dt == CKPT_FLOAT64) {
+            memcpy(&d, b, 8);
+        } else {
+            float x;
+            memcpy(&x, b, 4);
+            d = x;
+        }
+        if (!(v = ck_new(&f->pk, CKPT_V_FLOAT))) break;
+        v->u.f = d;
+        *out = v;
+        return 0;
+    }
+    case CKPT_BOOL:
+        if (!(v = ck_new(&f->pk, CKPT_V_BOOL))) break;
+        v->u.b = b[0] != 0;
+        *out = v;
+        return 0;
+    case CKPT_INT64:
+    case CKPT_INT32:
+    case CKPT_INT16:
+    case CKPT_INT8:
+    case CKPT_UINT8:
+    case CKPT_UINT16:
+    case CKPT_UINT32: {
+        int64_t i = 0;
+        if (dt == CKPT_INT64)
+            memcpy(&i, b, 8);
+        else if (dt == CKPT_INT32) {
+            int32_t x;
+            memcpy(&x, b, 4);
+            i = x;
+        } else if (dt == CKPT_INT16) {
+            int16_t x;
+            memcpy(&x, b, 2);
+            i = x;
+        } else if (dt == CKPT_INT8)
+            i = (int8_t)b[0];
+        else if (dt == CKPT_UINT8)
+            i = b[0];
+        else if (dt == CKPT_UINT16) {
+            uint16_t x;
+            memcpy(&x, b, 2);
+            i = x;
+        } else {
+            uint32_t x;
+            memcpy(&x, b, 4);
+            i = x;
+        }
+        if (!(v = ck_new(&f->pk, CKPT_V_INT))) break;
+        v->u.i = i;
+        *out = v;
+        return 0;
+    }
+    default: return 1; /* float16, uint64, complex: an inert object */
+    }
+    return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+}
+
 int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value *args,
                    ckpt_value **out)
 {
     if (args->kind != CKPT_V_TUPLE) return 1;
     switch (callable->gid) {
+    case CK_G_NP_SCALAR: return np_scalar(f, m, args, out);
     case CK_G_REBUILD_QTENSOR: return rebuild_qtensor(f, m, args, out);
     case CK_G_REBUILD_SPARSE: return rebuild_sparse(f, m, args, out);
     case CK_G_REBUILD_META: return rebuild_meta(f, m, args, out);

@@ -144,6 +144,9 @@ struct ckpt_file {
     ck_map tensor_names;
     uint64_t total_bytes;
     const char *pickle_label;
+    ck_tdef **listed_defs; /* per listed tensor its rebuild (arena; for
+                              tensors held in the pickle: numpy arrays) */
+    size_t cap_listed_defs;
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
@@ -212,8 +215,10 @@ int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value
 /* A tensor ckpt cannot read, listed with what is known. */
 int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype dtype,
                        uint32_t ndim, const int64_t *shape, ckpt_value **out);
-/* At catalogue time: read per-channel parameters of a quantized tensor. */
-int ck_kind_resolve(ckpt_file *f, ck_tdef *t, ckpt_error *err);
+/* A numpy array (numpy.core.multiarray._reconstruct + BUILD state) as a
+ * tensor over its bytes in the pickle: 1 and *out, 0 when v is not one (an
+ * object array, an unknown dtype: it stays inert), -1 on error. */
+int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err);
 /* Fill the kind's members of a descriptor. */
 void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o);
 
