@@ -359,6 +359,10 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *     elements in native byte order ('>f4' swapped).  Object arrays stay
  *     inert values; numpy scalars (numpy.core.multiarray.scalar) are
  *     INT/FLOAT/BOOL values.
+ *   - pickled tensors (pickle.dump of a tensor: its storage is
+ *     torch.storage._load_from_bytes of a legacy torch.save stream inside
+ *     the pickle): listed like numpy arrays, bytes from the pickle, views
+ *     (storage_offset, strides) resolved.
  *   - tensors ckpt cannot read (meta tensors, nested tensors, device or
  *     wrapper-subclass rebuilds ...): listed with what the pickle says
  *     (dtype, shape; nbytes 0, storage (size_t)-1), readable 0 and the

@@ -82,6 +82,7 @@ class Describer:
         self.groups = {}
         self.tensors = []
         self.values = {}
+        self.in_pickle = False  # pickle.dump: each tensor's bytes inside the pickle
 
     def group(self, t):
         return self.groups.setdefault(storage_key(t), len(self.groups))
@@ -93,7 +94,7 @@ class Describer:
         b = le_bytes(t)
         e["nbytes"] = len(b)
         e["sha256"] = hashlib.sha256(b).hexdigest()
-        e["storage_group"] = self.group(t)
+        e["storage_group"] = None if self.in_pickle else self.group(t)
         if extra:
             e.update(extra)
         self.tensors.append(e)
@@ -173,10 +174,13 @@ class Describer:
         elif isinstance(v, (list, tuple)):
             for i, x in enumerate(v):
                 self.walk(str(i) if not name else name + "." + str(i), x)
+        elif isinstance(v, (int, float, str)) and name:
+            self.values[name] = v
 
 
 def describe(obj, fmt):
     d = Describer()
+    d.in_pickle = fmt == "pickle"
     d.walk("", obj)
     return {"format": fmt, "byteorder": "little", "key": None, "tensors": d.tensors,
             "values": d.values, "error": None, "torch": torch.__version__}
@@ -208,6 +212,22 @@ def save(outdir, base, obj, zip_=True):
     loaded = torch.load(path, **kw)
     write_expected(path, describe(loaded, "zip" if zip_ else "legacy"))
     return path
+
+
+def save_pickled(outdir, seed=1234, suffix=""):
+    """pickle.dump of tensors (no torch.save): each tensor's storage is
+    torch.storage._load_from_bytes of a legacy stream inside the pickle."""
+    import pickle
+    torch.manual_seed(seed)
+    t = torch.randn(3, 4)
+    obj = {"t": t, "view": t[1:, 2:], "i": torch.tensor([1, -2, 3]),
+           "bf": torch.randn(2).bfloat16(), "n": 5, "nested": [torch.arange(4).reshape(2, 2).t()]}
+    path = os.path.join(outdir, "pickled" + SUFFIX + suffix + ".pkl")
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=2)
+    with open(path, "rb") as f:  # the generator's own file
+        loaded = pickle.load(f)
+    write_expected(path, describe(loaded, "pickle"))
 
 
 def objects(seed=1234):
@@ -302,6 +322,7 @@ def main():
         save(outdir, base, obj)
     save(outdir, "mixed", objs["mixed"], zip_=False)
     save(outdir, "quantized", objs["quantized"], zip_=False)
+    save_pickled(outdir)
 
 
 if __name__ == "__main__":

@@ -298,6 +298,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
         o->shape = t->shape;
         o->stride = t->stride;
         o->storage = CK_NO_STORAGE;
+        o->storage_offset = t->offset;
         o->numel = t->numel;
         o->requires_grad = t->requires_grad;
         o->file_offset = -1;
@@ -793,7 +794,7 @@ static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, ui
     size_t unit = ck_dtype_swap_unit(t->dtype);
     uint64_t end = start + n;
     for (uint64_t e = start / es; e * es < end; e++) {
-        uint64_t rem = e, off = 0;
+        uint64_t rem = e, off = (uint64_t)t->storage_offset;
         for (uint32_t i = t->ndim; i-- > 0;) {
             uint64_t dim = (uint64_t)t->shape[i];
             off += (rem % dim) * (uint64_t)t->stride[i];

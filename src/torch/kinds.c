@@ -58,6 +58,7 @@ static const struct {
     {"numpy.core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
     {"numpy._core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
     {"numpy", "ndarray", CK_G_NP_NDARRAY},
+    {"torch.storage", "_load_from_bytes", CK_G_LOAD_FROM_BYTES},
     {"numpy", "dtype", CK_G_NP_DTYPE},
     {"numpy.core.multiarray", "scalar", CK_G_NP_SCALAR},
     {"numpy._core.multiarray", "scalar", CK_G_NP_SCALAR},
@@ -403,6 +404,132 @@ int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *
     k->big_endian = big && es > 1;
     *out = t;
     return 1;
+}
+
+/* ---- pickled tensors ---------------------------------------------------------- */
+
+static ckpt_value *pid_itself(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+{
+    (void)ud, (void)pos, (void)err;
+    return pid;
+}
+
+/* The legacy torch.save stream of one storage that pickle.dump of a tensor
+ * puts in bytes: magic, protocol, sys_info, the storage's persistent id,
+ * its key list, then numel (8 bytes) and the elements.  Its pickles are run
+ * by a machine of their own with no hooks: nothing in them is interpreted
+ * beyond values.  0 and the data, or a reason in why. */
+static int legacy_bytes(ckpt_file *f, const ckpt_value *b, ckpt_dtype *dt, const uint8_t **data,
+                        uint64_t *numel, bool *big, const char **why)
+{
+    ck_unpickler u;
+    memset(&u, 0, sizeof u);
+    u.arena = &f->arena;
+    u.opt = &f->opt;
+    u.input_size = b->u.s.n;
+    u.hooks.persistent_load = pid_itself;
+    const uint8_t *p = (const uint8_t *)b->u.s.p;
+    size_t n = b->u.s.n, pos = 0;
+    ckpt_value *v[5];
+    int r = 0;
+    for (int i = 0; i < 5 && r == 0; i++) {
+        ck_pickle_in in = {p + pos, n - pos, false, -1, "torch.storage._load_from_bytes"};
+        size_t used = 0;
+        ckpt_error e;
+        r = ck_pickle_run(&u, &in, &v[i], &used, &e) == 0 ? 0 : -1;
+        pos += used;
+    }
+    ck_unpickler_free(&u);
+    *why = "pickled tensor: its bytes are not a torch.save stream";
+    if (r != 0 || v[0]->kind != CKPT_V_BIGINT ||
+        strcmp(v[0]->u.s.p, "119547037146038801333356") != 0)
+        return -1;
+    const ckpt_value *le = v[2]->kind == CKPT_V_DICT ? ck_dict_get(v[2], "little_endian") : NULL;
+    *big = le && le->kind == CKPT_V_BOOL && !le->u.b;
+    const ckpt_value *pid = v[3];
+    int64_t declared;
+    if (!is_seq(pid) || pid->u.seq.n < 5 || !ck_is_str(pid->u.seq.v[0], "storage") ||
+        pid->u.seq.v[1]->kind != CKPT_V_GLOBAL || !ck_as_int(pid->u.seq.v[4], &declared) ||
+        declared < 0)
+        return -1;
+    if (pid->u.seq.n > 5 && pid->u.seq.v[5]->kind != CKPT_V_NONE) {
+        *why = "pickled tensor: a view of a storage in its bytes (not read)";
+        return -1;
+    }
+    const char *cls = pid->u.seq.v[1]->u.g->name;
+    if (ck_dtype_by_storage_class(cls, strlen(cls), dt) != 0) {
+        *why = "pickled tensor: unknown storage class";
+        return -1;
+    }
+    uint64_t count = 0, bytes;
+    if (n - pos < 8) return -1;
+    for (int i = 7; i >= 0; i--)
+        count = count << 8 | (*big ? p[pos + 7 - (size_t)i] : p[pos + (size_t)i]);
+    pos += 8;
+    if (count != (uint64_t)declared || ck_mul_ovf(count, ck_dtype_size(*dt), &bytes) ||
+        bytes > n - pos)
+        return -1;
+    *data = p + pos;
+    *numel = count;
+    return 0;
+}
+
+int ck_kind_from_bytes(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
+                       ck_tdef **out)
+{
+    const ck_obj *o = a[0]->u.obj;
+    ckpt_dtype dt = CKPT_UINT8;
+    const uint8_t *data = NULL;
+    uint64_t count = 0;
+    bool big = false;
+    const char *why = "pickled tensor: no bytes";
+    uint32_t nd = 0, nd2 = 0;
+    int64_t *shape = NULL, *stride = NULL, offset = 0;
+    int ok = o->args && o->args->u.seq.n == 1 && o->args->u.seq.v[0]->kind == CKPT_V_BYTES &&
+             legacy_bytes(f, o->args->u.seq.v[0], &dt, &data, &count, &big, &why) == 0;
+    if (ok && dtype_g && dtype_g->kind == CKPT_V_GLOBAL && dtype_g->gid == CK_G_DTYPE &&
+        (ckpt_dtype)dtype_g->aux != dt) {
+        ok = 0; /* a typed storage in the stream: its dtype is the tensor's */
+        why = "pickled tensor: dtype differs from its storage";
+    }
+    if (ok && (ints(f, a[2], &nd, &shape) != 0 || ints(f, a[3], &nd2, &stride) != 0 || nd2 != nd ||
+               !ck_as_int(a[1], &offset) || offset < 0)) {
+        ok = 0;
+        why = "pickled tensor: malformed size, stride or offset";
+    }
+    uint64_t numel = 1, last = (uint64_t)offset, step;
+    for (uint32_t i = 0; ok && i < nd; i++)
+        if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) ok = 0;
+    for (uint32_t i = 0; ok && numel && i < nd; i++)
+        if (ck_mul_ovf((uint64_t)(shape[i] - 1), (uint64_t)stride[i], &step) ||
+            ck_add_ovf(last, step, &last))
+            ok = 0;
+    if (ok && numel && last >= count) {
+        ok = 0;
+        why = "pickled tensor: reaches past its storage";
+    }
+    if (!ok) {
+        ckpt_value *v;
+        CK_TRY(ck_kind_unreadable(f, m, why, dt, nd, shape, &v));
+        *out = ck_tdef_of(v);
+        return 0;
+    }
+    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
+    ck_tkind *k = ck_alloc(&f->arena, sizeof *k);
+    if (!t || !k) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    t->storage = CK_NO_STORAGE;
+    t->dtype = dt;
+    t->ndim = nd;
+    t->shape = shape;
+    t->stride = stride;
+    t->offset = offset;
+    t->numel = numel;
+    t->offset_pos = ck_machine_pos(m);
+    t->kind = k;
+    k->bytes = data;
+    k->big_endian = big && ck_dtype_size(dt) > 1;
+    *out = t;
+    return 0;
 }
 
 /* numpy.core.multiarray.scalar(dtype, bytes): the number. */

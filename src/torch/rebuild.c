@@ -117,6 +117,9 @@ static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t)
 int ck_rebuild_strided(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
                        ck_tdef **out)
 {
+    if (a[0]->kind == CKPT_V_OBJECT && a[0]->u.obj->callable &&
+        a[0]->u.obj->callable->gid == CK_G_LOAD_FROM_BYTES) /* pickle.dump of a tensor */
+        return ck_kind_from_bytes(f, m, a, dtype_g, out);
     if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
     CK_TRY(ck_machine_copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
     size_t si = a[0]->u.handle;

@@ -219,6 +219,11 @@ int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype 
  * tensor over its bytes in the pickle: 1 and *out, 0 when v is not one (an
  * object array, an unknown dtype: it stays inert), -1 on error. */
 int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err);
+/* A tensor rebuild whose storage is torch.storage._load_from_bytes(b) (a
+ * pickle.dump of a tensor): a tensor over the bytes of the legacy stream in
+ * b, or an unreadable one saying why.  a: the rebuild's arguments. */
+int ck_kind_from_bytes(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
+                       ck_tdef **out);
 /* Fill the kind's members of a descriptor. */
 void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o);
 
