@@ -169,7 +169,29 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
             CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, sub, depth));
         }
     }
+    /* a quantized module's packed parameters (LinearPackedParams): a
+     * ScriptObject whose state is ((weight, bias, ...), class name); its
+     * state_dict() names them _packed_params (a tuple) */
+    const ckpt_value *pp = ck_dict_get(state, "_packed_params");
+    if (pp && pp->kind == CKPT_V_OBJECT && pp->u.obj->state &&
+        pp->u.obj->state->kind == CKPT_V_TUPLE && pp->u.obj->state->u.seq.n >= 1)
+        CK_TRY(walk_child(w, "_packed_params", 14, pp->u.obj->state->u.seq.v[0], depth));
     return 0;
+}
+
+/* A quantized convolution pickles its __getstate__ tuple (..., weight,
+ * bias, scale, zero_point, training): its weight and bias under the names
+ * its state_dict() gives them.  1 when v is one. */
+static int walk_qconv(walker *w, const ckpt_value *v, uint32_t depth, int *r)
+{
+    const char *cls = v->cls;
+    const ckpt_value *st = v->u.obj->state;
+    if (!cls || !strstr(cls, ".quantized.") || !strstr(cls, ".Conv") || !st ||
+        st->kind != CKPT_V_TUPLE || st->u.seq.n < 14 || st->u.seq.v[10]->kind != CKPT_V_TENSOR)
+        return 0;
+    *r = walk_child(w, "weight", 6, st->u.seq.v[10], depth);
+    if (!*r) *r = walk_child(w, "bias", 4, st->u.seq.v[11], depth);
+    return 1;
 }
 
 static bool is_module(const ckpt_value *o)
@@ -213,6 +235,7 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
             r = walk_module(w, v->u.obj->state, depth);
             break;
         }
+        if (walk_qconv(w, v, depth, &r)) break;
         {
             ck_tdef *nt = NULL;
             r = ck_kind_numpy(w->f, v, &nt, w->err);
