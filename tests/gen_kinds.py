@@ -230,6 +230,35 @@ def save_pickled(outdir, seed=1234, suffix=""):
     write_expected(path, describe(loaded, "pickle"))
 
 
+def save_qmodule(outdir, seed=1234):
+    """torch.save of whole quantized modules: Linear keeps its weight in a
+    packed-params ScriptObject, Conv2d pickles a __getstate__ tuple.  The
+    answer is the module's state_dict() without scale/zero_point,
+    which the full pickle holds as Python numbers (values, not tensors)."""
+    try:
+        import torch.ao.nn.quantized as nnq
+    except ImportError:
+        import torch.nn.quantized as nnq
+    torch.manual_seed(seed)
+    lin = nnq.Linear(4, 3)
+    lin.set_weight_bias(torch.quantize_per_tensor(torch.randn(3, 4), 0.05, 0, torch.qint8),
+                        torch.randn(3))
+    conv = nnq.Conv2d(2, 2, 3)
+    conv.set_weight_bias(torch.quantize_per_channel(
+        torch.randn(2, 2, 3, 3), torch.tensor([0.01, 0.02], dtype=torch.float64),
+        torch.tensor([0, 0]), 0, torch.qint8), torch.randn(2))
+    path = os.path.join(outdir, "qmodule" + SUFFIX + ".pt")
+    model = torch.nn.Sequential(lin, conv)
+    torch.save(model, path)
+    # torch.load of a whole quantized Conv2d gives a module whose state_dict()
+    # fails (its __setstate__ skips Module's own attributes): the answer is
+    # the saved module's
+    sd = model.state_dict()
+    sd = {k: v for k, v in sd.items()
+          if not k.endswith((".scale", ".zero_point")) and not isinstance(v, torch.dtype)}
+    write_expected(path, describe(sd, "zip"))
+
+
 def objects(seed=1234):
     torch.manual_seed(seed)
     x = torch.randn(4, 6)
@@ -323,6 +352,7 @@ def main():
     save(outdir, "mixed", objs["mixed"], zip_=False)
     save(outdir, "quantized", objs["quantized"], zip_=False)
     save_pickled(outdir)
+    save_qmodule(outdir)
 
 
 if __name__ == "__main__":
