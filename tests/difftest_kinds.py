@@ -41,6 +41,7 @@ def main():
             for zip_ in (True, False):
                 gen_kinds.save(tmp, base, obj, zip_=zip_)
         gen_kinds.save_pickled(tmp, seed)
+        gen_kinds.save_qmodule(tmp, seed)
         r = test_fixtures.Runner(sys.argv[1])
         for f in sorted(os.listdir(tmp)):
             if f.endswith(".expected.json"):
