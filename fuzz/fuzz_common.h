@@ -124,8 +124,14 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
         fuzz_touch_str(t->name);
         fuzz_touch_str(ckpt_dtype_name(t->dtype));
         if (t->ndim > 64) fuzz_die("tensor rank above 64", t->name);
-        if (t->storage >= ns) fuzz_die("tensor storage index out of range", t->name);
-        if (t->nbytes != t->numel * ckpt_dtype_size(t->dtype))
+        if (!t->readable) { /* listed without data: no storage, no bytes */
+            if (t->storage != (size_t)-1 || t->nbytes != 0 || !t->unreadable)
+                fuzz_die("unreadable tensor with a storage, bytes or no reason", t->name);
+        } else if (t->storage >= ns && (t->storage != (size_t)-1 || t->file_offset != -1)) {
+            fuzz_die("tensor storage index out of range", t->name);
+        }
+        if (t->readable && t->dtype != CKPT_QUINT4X2 && t->dtype != CKPT_QUINT2X4 &&
+            t->nbytes != t->numel * ckpt_dtype_size(t->dtype))
             fuzz_die("nbytes != numel * elsize", t->name);
         for (uint32_t d = 0; d < t->ndim; d++) {
             /* unsigned: a 0-element tensor may have any shape and stride */

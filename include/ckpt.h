@@ -342,7 +342,65 @@ typedef struct ckpt_storage {
                               they are not stored as-is (deflated ZIP record) */
 } ckpt_storage;
 
-/* One tensor.  Read-only; owned by the ckpt_file. */
+/* The layout of a tensor (torch.layout).  A sparse tensor is listed as its
+ * components, each an ordinary strided tensor of its own (see ckpt_tensor):
+ *   sparse_coo  NAME.indices [sparse_dim, nnz] int64, NAME.values [nnz, ...]
+ *   sparse_csr  NAME.crow_indices, NAME.col_indices, NAME.values
+ *   sparse_csc  NAME.ccol_indices, NAME.row_indices, NAME.values
+ *   sparse_bsr  as csr, NAME.values holding the blocks [nnz, R, C, ...]
+ *   sparse_bsc  as csc, likewise */
+typedef enum ckpt_layout {
+    CKPT_LAYOUT_STRIDED = 0,
+    CKPT_LAYOUT_SPARSE_COO,
+    CKPT_LAYOUT_SPARSE_CSR,
+    CKPT_LAYOUT_SPARSE_CSC,
+    CKPT_LAYOUT_SPARSE_BSR,
+    CKPT_LAYOUT_SPARSE_BSC
+} ckpt_layout;
+
+/* The quantization scheme of a quantized tensor (torch.qscheme). */
+typedef enum ckpt_qscheme {
+    CKPT_QSCHEME_NONE = 0, /* not quantized */
+    CKPT_PER_TENSOR_AFFINE,
+    CKPT_PER_CHANNEL_AFFINE,
+    CKPT_PER_TENSOR_SYMMETRIC,
+    CKPT_PER_CHANNEL_SYMMETRIC,
+    CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS
+} ckpt_qscheme;
+
+/* torch's spelling: "strided", "sparse_coo", ...; "per_tensor_affine", ...
+ * ("none" for CKPT_QSCHEME_NONE); "unknown" for a value not listed here. */
+CKPT_API const char *ckpt_layout_name(ckpt_layout layout);
+CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
+
+/* One tensor.  Read-only; owned by the ckpt_file.
+ *
+ * Tensor kinds, and what ckpt_tensor_read() returns for each:
+ *   - dense (torch.save of an ordinary tensor or Parameter): its elements.
+ *   - quantized (quantize_per_tensor / per_channel, quantized modules'
+ *     weights): dtype qint8, quint8, qint32, quint4x2 or quint2x4; read
+ *     gives the stored integers, torch's int_repr() bytes (quint4x2 and
+ *     quint2x4: the packed bytes, 2 or 4 values each, nbytes =
+ *     ceil(numel / 2 or 4)); the parameters are in qscheme and after.
+ *   - sparse (COO, CSR, CSC, BSR, BSC): listed as its components (see
+ *     ckpt_layout), each read like a dense tensor; `layout`, `component`
+ *     and dense_size say what they belong to.
+ *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct
+ *     or numpy._core's): listed under their key path with torch's dtype
+ *     name, C or Fortran order as strides; their bytes are the pickle's own
+ *     (storage (size_t)-1, file_offset -1, not mappable); read gives the
+ *     elements in native byte order ('>f4' swapped).  Object arrays stay
+ *     inert values; numpy scalars (numpy.core.multiarray.scalar) are
+ *     INT/FLOAT/BOOL values.
+ *   - pickled tensors (pickle.dump of a tensor: its storage is
+ *     torch.storage._load_from_bytes of a legacy torch.save stream inside
+ *     the pickle): listed like numpy arrays, bytes from the pickle, views
+ *     (storage_offset, strides) resolved.
+ *   - tensors ckpt cannot read (meta tensors, nested tensors, device or
+ *     wrapper-subclass rebuilds ...): listed with what the pickle says
+ *     (dtype, shape; nbytes 0, storage (size_t)-1), readable 0 and the
+ *     reason in `unreadable`; only a read of such a tensor fails, with
+ *     CKPT_E_UNSUPPORTED naming it. */
 typedef struct ckpt_tensor {
     const char *name; /* "layer.0.weight"; "" for a tensor at the root */
     ckpt_dtype dtype;
@@ -351,7 +409,7 @@ typedef struct ckpt_tensor {
     const int64_t *stride;  /* ndim entries, in elements */
     int64_t storage_offset; /* in elements */
     size_t storage;         /* index for ckpt_storage_at(); equal for tensors
-                                that share one storage */
+                                that share one storage; (size_t)-1 for none */
     uint64_t numel;
     uint64_t nbytes; /* numel * ckpt_dtype_size(dtype) */
     int requires_grad;
@@ -364,6 +422,20 @@ typedef struct ckpt_tensor {
      * (the stored bytes are not the tensor's). */
     int conj; /* imaginary parts negated on read (complex dtypes) */
     int neg;  /* elements negated on read */
+    /* ---- tensor kinds (members appended: see "ABI" at the top) ---- */
+    int readable;           /* 1: ckpt_tensor_read() gives its bytes */
+    const char *unreadable; /* readable 0: why ("meta tensor: no data"), else NULL */
+    ckpt_layout layout;     /* strided; for a sparse component: the sparse tensor's */
+    const char *component;  /* sparse component ("indices", "values", ...) or NULL */
+    uint32_t dense_ndim;    /* sparse component: the sparse tensor's size, */
+    const int64_t *dense_size; /* dense_ndim entries (NULL when not sparse) */
+    ckpt_qscheme qscheme;      /* CKPT_QSCHEME_NONE unless quantized */
+    double scale;              /* per-tensor schemes */
+    int64_t zero_point;
+    int64_t axis;              /* per-channel schemes: the channel dimension, */
+    size_t nchannels;          /* and per channel a scale and a zero point */
+    const double *scales;      /* (per_channel_affine: integers as doubles; */
+    const double *zero_points; /*  ..._float_qparams: floats) */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);

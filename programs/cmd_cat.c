@@ -61,6 +61,12 @@ static int write_tensor(const ckpt_file *f, const char *path, const ckpt_tensor 
     progress bar;
 
     if (t->nbytes < cap) cap = (size_t)t->nbytes;
+    if (!t->readable) { /* listed without data (meta, nested, ...): the read says why */
+        memset(&err, 0, sizeof err);
+        err.offset = -1;
+        ckpt_tensor_read_range(f, t, 0, NULL, 0, &err);
+        return cli_file_error(path, &err);
+    }
     if (cap == 0) return CLI_OK;
     buf = malloc(cap);
     if (!buf) return cli_error("%s: out of memory (%zu bytes)", path, cap);

@@ -29,6 +29,8 @@ static const char usage[] =
     "never replaced without --force (with -d: checked for every file before\n"
     "the first is written); a device or a FIFO given as OUT is written in\n"
     "place.  FILE '-' reads the checkpoint from standard input.\n"
+    "A tensor ckpt lists but cannot read (a meta or nested tensor, ...) is\n"
+    "skipped by -d with a note naming it on stderr.\n"
     "\n"
     "File names under DIR are made safe: '/', '\\', control characters and\n"
     "bytes that are not UTF-8 become '_', leading dots become '_', \"\"\n"
@@ -393,7 +395,15 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < all; i++) {
                 const ckpt_tensor *c = t ? t : ckpt_tensor_at(f, i);
-                if (cli_name_matches(filter, c->name)) list[n++] = c;
+                if (!cli_name_matches(filter, c->name)) continue;
+                if (!c->readable) { /* listed but not readable: skipped by name */
+                    char why[320];
+                    snprintf(why, sizeof why, "skipped '%s': %s", c->name,
+                             c->unreadable ? c->unreadable : "no data");
+                    cli_note(ops[0], why);
+                    continue;
+                }
+                list[n++] = c;
             }
             if (filter && n == 0)
                 cli_note(ops[0], "no tensor name matches the --filter pattern; nothing written");

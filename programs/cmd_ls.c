@@ -11,7 +11,9 @@ static const char usage[] =
     "List the tensors of a checkpoint, one per line in file order, under a\n"
     "header: NAME, DTYPE, SHAPE (e.g. [3, 4]; [] for a 0-d tensor), SIZE\n"
     "(bytes: 128 B, 4.0 KiB, ...) and STORAGE (<storage key>+<offset in\n"
-    "elements>).  A tensor at the root of the file is listed as \"\".  Names\n"
+    "elements>, or \"unreadable: WHY\" for a tensor ckpt lists but cannot\n"
+    "read: a meta or nested tensor, ...).  A tensor at the root of the file is listed as \"\".  "
+    "Names\n"
     "are shown escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
     "are not UTF-8, \\uXXXX for invisible or bidi characters.\n"
     "When the table would be empty (a key that holds no tensor, a filter\n"
@@ -32,7 +34,12 @@ static const char usage[] =
     "              compressed; a name that is not UTF-8 also gets\n"
     "              \"name_bytes\": the base64 of its bytes; a checkpoint of\n"
     "              several files (a folder, an *.index.json) also gives\n"
-    "              \"part\": the file holding the tensor)\n"
+    "              \"part\": the file holding the tensor; a tensor ckpt\n"
+    "              cannot read: \"readable\": false, \"reason\" and storage\n"
+    "              null; a sparse tensor's components (NAME.indices,\n"
+    "              NAME.values, ...): \"layout\", \"component\", \"size\"\n"
+    "              (the dense size); quantized: \"qscheme\" and \"scale\",\n"
+    "              \"zero_point\" or \"axis\", \"scales\", \"zero_points\")\n"
     "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
     "              that is not a top-level key is a path of keys\n"
     "              (optimizer.state.0; at each level the longest run of\n"
@@ -69,10 +76,20 @@ static void pad(size_t n)
     while (n-- > 0) putchar(' ');
 }
 
-/* "<storage key>+<offset>", the key escaped. */
+/* "<storage key>+<offset>", the key escaped; for a tensor ckpt cannot read
+ * "unreadable: <why>". */
 static void put_storage(const ckpt_file *f, const ckpt_tensor *t)
 {
     const ckpt_storage *s = ckpt_storage_at(f, t->storage);
+    if (!t->readable) {
+        fputs("unreadable: ", stdout);
+        cli_term_put(stdout, t->unreadable ? t->unreadable : "no data");
+        return;
+    }
+    if (!s) { /* held in the pickle itself: a numpy array */
+        fputs("(pickle)", stdout);
+        return;
+    }
     cli_term_put(stdout, s && s->key ? s->key : "?");
     printf("+%lld", (long long)t->storage_offset);
 }
@@ -184,6 +201,63 @@ static void json_dims(const int64_t *d, uint32_t n)
     putchar(']');
 }
 
+static void json_double(double x)
+{
+    char buf[40];
+    if (x != x || x - x != 0) { /* JSON has no nan/inf */
+        fputs("null", stdout);
+        return;
+    }
+    ckpt_float_repr(x, buf);
+    fputs(buf, stdout);
+}
+
+static void json_doubles(const double *v, size_t n, int as_int)
+{
+    size_t i;
+    putchar('[');
+    for (i = 0; i < n; i++) {
+        if (i) fputs(", ", stdout);
+        if (as_int)
+            put_i64((int64_t)v[i]);
+        else
+            json_double(v[i]);
+    }
+    putchar(']');
+}
+
+/* The members of tensor kinds: unreadable, sparse components, quantized. */
+static void json_kind(const ckpt_tensor *t)
+{
+    if (!t->readable) {
+        fputs(", \"readable\": false, \"reason\": ", stdout);
+        cli_json_string(stdout, t->unreadable ? t->unreadable : "no data",
+                        strlen(t->unreadable ? t->unreadable : "no data"));
+    }
+    if (t->layout != CKPT_LAYOUT_STRIDED) {
+        printf(", \"layout\": \"%s\"", ckpt_layout_name(t->layout));
+        if (t->component) printf(", \"component\": \"%s\"", t->component);
+        fputs(", \"size\": ", stdout);
+        json_dims(t->dense_size, t->dense_ndim);
+    }
+    if (t->qscheme == CKPT_QSCHEME_NONE) return;
+    printf(", \"qscheme\": \"%s\"", ckpt_qscheme_name(t->qscheme));
+    if (t->qscheme == CKPT_PER_TENSOR_AFFINE || t->qscheme == CKPT_PER_TENSOR_SYMMETRIC) {
+        fputs(", \"scale\": ", stdout);
+        json_double(t->scale);
+        fputs(", \"zero_point\": ", stdout);
+        put_i64(t->zero_point);
+    } else {
+        fputs(", \"axis\": ", stdout);
+        put_i64(t->axis);
+        fputs(", \"scales\": ", stdout);
+        json_doubles(t->scales, t->nchannels, 0);
+        fputs(", \"zero_points\": ", stdout);
+        json_doubles(t->zero_points, t->nchannels,
+                     t->qscheme != CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS);
+    }
+}
+
 static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
 {
     const ckpt_file *f = d->f;
@@ -214,7 +288,10 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
         fputs(", \"stride\": ", stdout);
         json_dims(t->stride, t->ndim);
         fputs(", \"storage\": ", stdout);
-        put_u64(t->storage);
+        if (t->storage == (size_t)-1)
+            fputs("null", stdout);
+        else
+            put_u64(t->storage);
         fputs(", \"storage_offset\": ", stdout);
         put_i64(t->storage_offset);
         fputs(", \"nbytes\": ", stdout);
@@ -229,6 +306,7 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
             fputs(", \"part\": ", stdout);
             cli_json_string(stdout, part, strlen(part));
         }
+        json_kind(t);
         putchar('}');
         if ((i & 4095) == 0 && cli_stdout_failed()) return CLI_FAIL;
     }

@@ -84,6 +84,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+import gen_kinds  # tests/gen_kinds.py: numpy arrays and the once-refused kinds
+
 TORCH_VERSION = torch.__version__
 
 # --------------------------------------------------------------------------
@@ -157,6 +159,9 @@ def walk(obj, prefix, tensors, values, plain=True):
                 return  # non-finite floats are skipped
             values[prefix] = obj
         return
+    if isinstance(obj, np.ndarray) and obj.dtype.str[1:] in gen_kinds.NP_DTYPES:
+        tensors.append(("" if prefix is None else prefix, obj))  # ckpt lists numpy arrays
+        return
     if isinstance(obj, (bytes, bytearray, set, frozenset, np.ndarray, np.generic,
                         pathlib.PurePath, type)):
         return
@@ -182,6 +187,11 @@ def describe(obj, fmt, key=None, byteorder="little", error=None):
     out = []
     if error is None:
         for name, t in tensors:
+            if isinstance(t, np.ndarray):  # bytes inside the pickle: no storage
+                d = gen_kinds.Describer()
+                d.numpy(name, t)
+                out += d.tensors
+                continue
             sid = storage_identity(t)
             if sid not in groups:
                 groups[sid] = len(groups)
@@ -1015,7 +1025,7 @@ def main():
             write_expected(path, describe(loaded, "pickle"))
         # 14 crafted new dtypes
         gen_newdtypes(outdir)
-        # 15 refused layouts
+        # 15 sparse and quantized (once refused)
         for zip_, suffix in ((True, "zip"), (False, "legacy")):
             seed(18)
             save_and_describe(outdir, "sparse_%s.pt" % suffix,
@@ -1030,6 +1040,8 @@ def main():
             assert tload(os.path.join(outdir, f))["bad"].is_sparse
         for f in ("quantized_zip.pt", "quantized_legacy.pt"):
             assert tload(os.path.join(outdir, f))["bad"].is_quantized
+        # no longer refused: their components / int_repr() (tests/gen_kinds.py)
+        gen_kinds.supersede(outdir)
         # 16 TorchScript
         seed(20)
         path = os.path.join(outdir, "torchscript.pt")

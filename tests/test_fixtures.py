@@ -14,6 +14,12 @@ FIXTURES_DIR:
     name is "" and is passed as an empty argument.
   * if "error" is set: `ls` must exit 1, print nothing on stdout and one stderr
     line containing the substring (case-insensitive).
+  * tensor kinds (fields present only for them): "qscheme", "scale",
+    "zero_point", "axis", "scales", "zero_points" (quantized), "layout",
+    "component", "size" (a sparse tensor's components) must equal ls's; a
+    tensor with "readable": false must be listed with readable false, a
+    "reason" containing the expected one and storage null, and its `cat`
+    must fail (exit 1) saying it "cannot be read".
   * "values": `CKPT show --json F` is run once and each dotted path is looked
     up in its output (ints exact, floats with ==, bool/None/str exact).
 
@@ -83,6 +89,29 @@ def same_value(exp, act):
         return isinstance(act, dict) and set(act) == set(exp) and \
             all(same_value(exp[k], act[k]) for k in exp)
     return False
+
+
+KIND_FIELDS = ("qscheme", "scale", "zero_point", "axis", "scales", "zero_points",
+               "layout", "component", "size")
+
+
+def kind_errors(et, gt):
+    """The tensor-kind fields of one expected tensor against ls's."""
+    errs = []
+    n = et["name"]
+    for field in KIND_FIELDS:
+        if field in et and not same_value(et[field], gt.get(field)):
+            errs.append("%r %s %r, want %r" % (n, field, gt.get(field), et[field]))
+    if et.get("readable", True) is False:
+        if gt.get("readable") is not False:
+            errs.append("%r readable %r, want false" % (n, gt.get("readable")))
+        if et.get("reason", "") not in (gt.get("reason") or ""):
+            errs.append("%r reason %r lacks %r" % (n, gt.get("reason"), et.get("reason")))
+        if gt.get("storage") is not None:
+            errs.append("%r storage %r, want null" % (n, gt.get("storage")))
+    elif "readable" in gt:
+        errs.append("%r listed as unreadable: %r" % (n, gt.get("reason")))
+    return errs
 
 
 class Runner:
@@ -173,6 +202,9 @@ class Runner:
                 for field in ("dtype", "shape", "stride", "storage_offset", "nbytes"):
                     if gt.get(field) != et[field]:
                         errs.append("%r %s %r, want %r" % (n, field, gt.get(field), et[field]))
+                errs += kind_errors(et, gt)
+                if et.get("readable", True) is False or et.get("storage_group", 0) is None:
+                    continue  # no storage to compare (no data; held in the pickle)
                 sid = gt.get("storage")
                 grp = et["storage_group"]
                 if not isinstance(sid, int) or isinstance(sid, bool):
@@ -195,6 +227,13 @@ class Runner:
 
     def check_cat(self, fx, path, keyargs, t):
         rc, out, err = run([self.ckpt, "cat"] + keyargs + [path, t["name"]])
+        if t.get("readable", True) is False:
+            if rc != 1 or out or b"cannot be read" not in err:
+                self.fail(fx, "cat %r of an unreadable tensor: exit %r, %d bytes out, %s"
+                          % (t["name"], rc, len(out), short(err)))
+            else:
+                self.ok()
+            return
         if rc != 0:
             self.fail(fx, "cat %r exit code %r: %s" % (t["name"], rc, short(err)))
             return

@@ -43,6 +43,9 @@ static const struct {
     {CKPT_BITS1X8, "|u1", 0, "bits1x8 -> |u1, the raw bits"},
     {CKPT_BITS2X4, "|u1", 0, "bits2x4 -> |u1, the raw bits"},
     {CKPT_BITS4X2, "|u1", 0, "bits4x2 -> |u1, the raw bits"},
+    {CKPT_QINT8, "|i1", 0, "qint8 -> |i1, the stored integers (int_repr)"},
+    {CKPT_QUINT8, "|u1", 0, "quint8 -> |u1, the stored integers (int_repr)"},
+    {CKPT_QINT32, "<i4", 0, "qint32 -> <i4, the stored integers (int_repr)"},
 };
 
 #define NTYPES (sizeof npy_types / sizeof npy_types[0])

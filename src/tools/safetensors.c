@@ -1268,7 +1268,7 @@ static int collect_tensors(exporter *x)
             nraw++;
             continue;
         }
-        dt = ckpt_safetensors_dtype(t->dtype);
+        dt = t->readable ? ckpt_safetensors_dtype(t->dtype) : NULL; /* unreadable: left out */
         if (!dt) {
             if (nbad < NAMES_SHOWN) bad[nbad] = i;
             nbad++;

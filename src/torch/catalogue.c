@@ -143,6 +143,7 @@ static bool in_set(const ckpt_value *set, const ckpt_value *k)
 }
 
 static int emit(walker *w, const ckpt_value *v);
+static int emit_one(walker *w, ck_tdef *t);
 
 /* A module: state_dict() order. */
 static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
@@ -168,7 +169,29 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
             CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, sub, depth));
         }
     }
+    /* a quantized module's packed parameters (LinearPackedParams): a
+     * ScriptObject whose state is ((weight, bias, ...), class name); its
+     * state_dict() names them _packed_params (a tuple) */
+    const ckpt_value *pp = ck_dict_get(state, "_packed_params");
+    if (pp && pp->kind == CKPT_V_OBJECT && pp->u.obj->state &&
+        pp->u.obj->state->kind == CKPT_V_TUPLE && pp->u.obj->state->u.seq.n >= 1)
+        CK_TRY(walk_child(w, "_packed_params", 14, pp->u.obj->state->u.seq.v[0], depth));
     return 0;
+}
+
+/* A quantized convolution pickles its __getstate__ tuple (..., weight,
+ * bias, scale, zero_point, training): its weight and bias under the names
+ * its state_dict() gives them.  1 when v is one. */
+static int walk_qconv(walker *w, const ckpt_value *v, uint32_t depth, int *r)
+{
+    const char *cls = v->cls;
+    const ckpt_value *st = v->u.obj->state;
+    if (!cls || !strstr(cls, ".quantized.") || !strstr(cls, ".Conv") || !st ||
+        st->kind != CKPT_V_TUPLE || st->u.seq.n < 14 || st->u.seq.v[10]->kind != CKPT_V_TENSOR)
+        return 0;
+    *r = walk_child(w, "weight", 6, st->u.seq.v[10], depth);
+    if (!*r) *r = walk_child(w, "bias", 4, st->u.seq.v[11], depth);
+    return 1;
 }
 
 static bool is_module(const ckpt_value *o)
@@ -208,15 +231,18 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
     case CKPT_V_SET: r = walk_seq(w, v, depth); break;
     case CKPT_V_DICT: r = walk_dict(w, v, depth); break;
     case CKPT_V_OBJECT:
-        if (v->u.obj->refused) {
-            r = ck_fail(w->err, CKPT_E_UNSUPPORTED, -1,
-                        "tensor '%s' has a %s layout, which ckpt does not read",
-                        w->name ? w->name : "", v->u.obj->refused);
-            break;
-        }
         if (is_module(v)) {
             r = walk_module(w, v->u.obj->state, depth);
             break;
+        }
+        if (walk_qconv(w, v, depth, &r)) break;
+        {
+            ck_tdef *nt = NULL;
+            r = ck_kind_numpy(w->f, v, &nt, w->err);
+            if (r != 0) { /* a numpy array: a tensor over its bytes in the pickle */
+                if (r > 0) r = emit_one(w, nt);
+                break;
+            }
         }
         if (v->u.obj->args && v->u.obj->args->kind == CKPT_V_TUPLE)
             r = walk_seq(w, v->u.obj->args, depth);
@@ -245,9 +271,18 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
 static int check_extent(walker *w, const ck_tdef *t, const char *name)
 {
     ckpt_file *f = w->f;
+    if (t->storage == CK_NO_STORAGE || t->numel == 0) return 0;
     const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
-    if (t->numel == 0) return 0;
+    if (t->kind && t->kind->sub_byte) { /* packed: ceil(numel / k) bytes from the offset */
+        uint64_t end = (uint64_t)t->offset + (t->numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
+        if (end > s->pub.nbytes)
+            return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
+                           "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
+                           name, (unsigned long long)end, s->pkey,
+                           (unsigned long long)s->pub.nbytes);
+        return 0;
+    }
     uint64_t last = (uint64_t)t->offset, step;
     for (uint32_t i = 0; i < t->ndim; i++) {
         if (ck_mul_ovf((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) ||
@@ -265,11 +300,38 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
     return 0;
 }
 
+static int is_contiguous(const ck_tdef *t)
+{
+    uint64_t expect = 1;
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) return 0;
+        if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect)) break;
+    }
+    return 1;
+}
+
 /* Fill a public descriptor from a rebuilt tensor (name left alone). */
 static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
-    const ck_storage *s = &f->storages[t->storage];
     size_t es = ck_dtype_size(t->dtype);
+    ck_kind_describe(t, o);
+    if (t->storage == CK_NO_STORAGE) { /* listed with what is known, no bytes */
+        o->dtype = t->dtype;
+        o->ndim = t->ndim;
+        o->shape = t->shape;
+        o->stride = t->stride;
+        o->storage = CK_NO_STORAGE;
+        o->storage_offset = t->offset;
+        o->numel = t->numel;
+        o->requires_grad = t->requires_grad;
+        o->file_offset = -1;
+        if (t->kind && t->kind->bytes) { /* held in the pickle (numpy) */
+            o->nbytes = t->numel * es;
+            o->contiguous = is_contiguous(t);
+        }
+        return;
+    }
+    const ck_storage *s = &f->storages[t->storage];
     o->dtype = t->dtype;
     o->ndim = t->ndim;
     o->shape = t->shape;
@@ -292,6 +354,10 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
         if (t->shape[i] != 1 && (uint64_t)t->stride[i] != expect) o->contiguous = 0;
         if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect))
             break; /* numel 0 only */
+    }
+    if (t->kind && t->kind->sub_byte) { /* packed bytes, as torch's int_repr() gives them */
+        o->nbytes = (t->numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
+        o->contiguous = 1;
     }
 }
 
@@ -335,10 +401,94 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
     return 0;
 }
 
-static int emit(walker *w, const ckpt_value *v)
+/* Per-channel parameters of a quantized tensor: read once, as doubles. */
+static int read_params(walker *w, ck_tdef *p, const char *name, size_t *count, double **out)
 {
     ckpt_file *f = w->f;
+    CK_TRY(check_extent(w, p, name));
+    ckpt_tensor d;
+    memset(&d, 0, sizeof d);
+    describe(f, p, &d);
+    d.name = name;
+    size_t es = ck_dtype_size(d.dtype);
+    if (d.nbytes > f->opt.max_tensor_bytes || d.numel > SIZE_MAX / sizeof(double))
+        return ck_fail(w->err, CKPT_E_LIMIT, p->offset_pos,
+                       "quantization parameters of '%s' are too large", name);
+    if (d.dtype != CKPT_FLOAT64 && d.dtype != CKPT_FLOAT32 && d.dtype != CKPT_INT64 &&
+        d.dtype != CKPT_INT32)
+        return ck_fail(w->err, CKPT_E_FORMAT, p->offset_pos,
+                       "quantization parameters of '%s' are %s", name, ck_dtype_name(d.dtype));
+    double *dst = ck_alloc(&f->arena, (size_t)d.numel * sizeof *dst);
+    uint8_t *raw = malloc(d.nbytes ? (size_t)d.nbytes : 1);
+    if (!dst || !raw) {
+        free(raw);
+        return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    if (ckpt_tensor_read(f, &d, raw, (size_t)d.nbytes, w->err) != 0) {
+        free(raw);
+        return -1;
+    }
+    for (uint64_t i = 0; i < d.numel; i++) {
+        const uint8_t *q = raw + i * es;
+        if (d.dtype == CKPT_FLOAT64) {
+            memcpy(&dst[i], q, 8);
+        } else if (d.dtype == CKPT_FLOAT32) {
+            float x;
+            memcpy(&x, q, 4);
+            dst[i] = x;
+        } else if (d.dtype == CKPT_INT64) {
+            int64_t x;
+            memcpy(&x, q, 8);
+            dst[i] = (double)x;
+        } else {
+            int32_t x;
+            memcpy(&x, q, 4);
+            dst[i] = x;
+        }
+    }
+    free(raw);
+    *count = (size_t)d.numel;
+    *out = dst;
+    return 0;
+}
+
+/* A tensor value: a sparse tensor as its components, others as one. */
+static int emit(walker *w, const ckpt_value *v)
+{
     ck_tdef *t = ck_tdef_of(v);
+    ck_tkind *k = t->kind;
+    if (!k || !k->nparts) return emit_one(w, t);
+    for (size_t i = 0; i < k->nparts; i++) {
+        size_t saved;
+        const char *pn = k->part_names[i];
+        CK_TRY(name_push(w, pn, strlen(pn), &saved));
+        size_t at = w->f->ntensors;
+        int r = emit_one(w, k->parts[i]);
+        if (r == 0) {
+            ckpt_tensor *o = &w->f->tensors[at];
+            o->layout = k->layout;
+            o->component = pn;
+            o->dense_ndim = k->dense_ndim;
+            o->dense_size = k->dense_size;
+        }
+        name_pop(w, saved);
+        CK_TRY(r);
+    }
+    if (!t->desc) { /* the sparse tensor itself, for ckpt_value_tensor() */
+        const char *name = w->name ? w->name : "";
+        ckpt_tensor *d = ck_alloc(&w->f->arena, sizeof *d);
+        if (!d || !(d->name = ck_strndup(&w->f->arena, name, strlen(name))))
+            return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        describe(w->f, t, d);
+        d->layout = k->layout;
+        t->desc = d;
+    }
+    return 0;
+}
+
+static int emit_one(walker *w, ck_tdef *t)
+{
+    ckpt_file *f = w->f;
     const char *name = w->name ? w->name : "";
     if (f->ntensors >= f->opt.max_entries)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)",
@@ -358,6 +508,16 @@ static int emit(walker *w, const ckpt_value *v)
             "names too long; max_expansion)",
             (unsigned long long)ck_budget(f->opt.max_expansion, f->pk.pickle_bytes));
     CK_TRY(check_extent(w, t, name));
+    ck_tkind *k = t->kind;
+    if (k && k->qscales && !k->scales && !t->unreadable) {
+        size_t nz = 0;
+        CK_TRY(read_params(w, k->qscales, name, &k->nchannels, &k->scales));
+        CK_TRY(read_params(w, k->qzeros, name, &nz, &k->zero_points));
+        if (nz != k->nchannels)
+            return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
+                           "tensor '%s' has %zu scales but %zu zero points", name, k->nchannels,
+                           nz);
+    }
     CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors,
                    w->err));
     ckpt_tensor *o = &f->tensors[f->ntensors];
@@ -369,6 +529,15 @@ static int emit(walker *w, const ckpt_value *v)
     if (added > 0)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
+    if (f->ntensors >= f->cap_listed_defs) { /* arena: doubled, the old one left */
+        size_t nc = f->cap_listed_defs ? f->cap_listed_defs * 2 : 64;
+        ck_tdef **nd = ck_alloc(&f->arena, nc * sizeof *nd);
+        if (!nd) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        if (f->ntensors) memcpy(nd, f->listed_defs, f->ntensors * sizeof *nd);
+        f->listed_defs = nd;
+        f->cap_listed_defs = nc;
+    }
+    f->listed_defs[f->ntensors] = t;
     if (!t->listed) t->listed = f->ntensors + 1;
     if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
@@ -423,7 +592,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
         ck_tdef *t = f->tdefs[i];
-        if (t->listed) continue;
+        if (t->listed || t->storage == CK_NO_STORAGE) continue;
         ckpt_error scratch;
         w.err = &scratch;
         if (check_extent(&w, t, "") != 0) continue;
@@ -630,10 +799,55 @@ static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err)
                               : "bytes");
 }
 
+/* A tensor held in the pickle itself (a numpy array): bytes [start,
+ * start+n) of its row-major native-order image, element by element. */
+static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, uint8_t *out,
+                    size_t n, ckpt_error *err)
+{
+    uintptr_t p = (uintptr_t)t, first = (uintptr_t)f->tensors;
+    size_t idx = (size_t)((p - first) / sizeof *t);
+    const ck_tdef *d = p >= first && idx < f->ntensors && &f->tensors[idx] == t && f->listed_defs
+                           ? f->listed_defs[idx]
+                           : NULL;
+    if (!d || !d->kind || !d->kind->bytes)
+        return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s' has no data",
+                       t->name ? t->name : "(unnamed)");
+    size_t es = ck_dtype_size(t->dtype);
+    const uint16_t one = 1;
+    bool swap = d->kind->big_endian != (*(const uint8_t *)&one == 0);
+    size_t unit = ck_dtype_swap_unit(t->dtype);
+    uint64_t end = start + n;
+    for (uint64_t e = start / es; e * es < end; e++) {
+        uint64_t rem = e, off = (uint64_t)t->storage_offset;
+        for (uint32_t i = t->ndim; i-- > 0;) {
+            uint64_t dim = (uint64_t)t->shape[i];
+            off += (rem % dim) * (uint64_t)t->stride[i];
+            rem /= dim;
+        }
+        uint8_t el[16];
+        memcpy(el, d->kind->bytes + off * es, es);
+        if (swap) swap_units(el, es, unit);
+        uint64_t lo = e * es < start ? start - e * es : 0;
+        uint64_t hi = (e + 1) * es > end ? end - e * es : es;
+        memcpy(out + (e * es + lo - start), el + lo, (size_t)(hi - lo));
+    }
+    return 0;
+}
+
+/* A tensor listed but not readable (meta, nested, a sparse tensor as a
+ * whole, ...): only its read fails. */
+static int readable_ok(const ckpt_tensor *t, ckpt_error *err)
+{
+    if (t->readable) return 0;
+    return ck_fail(err, CKPT_E_UNSUPPORTED, -1, "tensor '%s' cannot be read: %s",
+                   t->name ? t->name : "(unnamed)", t->unreadable ? t->unreadable : "no data");
+}
+
 int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, void *buf,
                            size_t n, ckpt_error *err)
 {
     if (!f || !t || (!buf && n)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(readable_ok(t, err));
     CK_TRY(size_ok(f, t, err)); /* also for n == 0: a check that reads nothing */
     if (start > t->nbytes || n > t->nbytes - start)
         return ck_fail(err, CKPT_E_ARG, -1,
@@ -641,6 +855,7 @@ int ckpt_tensor_read_range(const ckpt_file *f, const ckpt_tensor *t, uint64_t st
                        (unsigned long long)start, n, t->name ? t->name : "(unnamed)",
                        (unsigned long long)t->nbytes);
     if (n == 0) return 0;
+    if (t->storage == CK_NO_STORAGE) return mem_read(f, t, start, buf, n, err);
     size_t es = ck_dtype_size(t->dtype);
     uint64_t e0 = start / es, e1 = (start + n + es - 1) / es;
     uint8_t *out = buf;
@@ -668,6 +883,7 @@ int ckpt_tensor_read(const ckpt_file *f, const ckpt_tensor *t, void *buf, size_t
                      ckpt_error *err)
 {
     if (!f || !t) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    CK_TRY(readable_ok(t, err));
     CK_TRY(size_ok(f, t, err));
     if (bufsize < t->nbytes)
         return ck_fail(err, CKPT_E_ARG, -1,
@@ -682,7 +898,12 @@ const void *ckpt_tensor_data(const ckpt_file *f, const ckpt_tensor *t, ckpt_erro
         ck_fail(err, CKPT_E_ARG, -1, "null argument");
         return NULL;
     }
-    if (size_ok(f, t, err)) return NULL;
+    if (readable_ok(t, err) || size_ok(f, t, err)) return NULL;
+    if (t->storage == CK_NO_STORAGE) {
+        ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "tensor '%s' is held in the pickle",
+                t->name ? t->name : "(unnamed)");
+        return NULL;
+    }
     if (!f->src.map) {
         ck_fail(err, CKPT_E_NOTMAPPABLE, -1, "the file is not mapped (open with use_mmap)");
         return NULL;

@@ -47,13 +47,14 @@ static const struct {
     [CKPT_BITS4X2] = {"bits4x2", NULL, 1, 1, NULL},
 };
 
-/* Storage classes of quantized tensors: their bytes as plain integers. */
+/* Storage classes of quantized tensors: their stored integers. */
 static const struct {
     const char *storage;
     uint8_t dtype;
 } quantized_storages[] = {
-    {"QInt8Storage", CKPT_INT8},     {"QUInt8Storage", CKPT_UINT8},   {"QInt32Storage", CKPT_INT32},
-    {"QUInt4x2Storage", CKPT_UINT8}, {"QUInt2x4Storage", CKPT_UINT8},
+    {"QInt8Storage", CKPT_QINT8},       {"QUInt8Storage", CKPT_QUINT8},
+    {"QInt32Storage", CKPT_QINT32},     {"QUInt4x2Storage", CKPT_QUINT4X2},
+    {"QUInt2x4Storage", CKPT_QUINT2X4},
 };
 
 static bool eq(const char *a, size_t an, const char *b)

@@ -9,6 +9,7 @@
  */
 #include "torch.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,12 +27,7 @@ static const struct {
     {"torch._utils", "_rebuild_parameter_with_state", CK_G_REBUILD_PARAMETER_STATE, NULL},
     {"torch._tensor", "_rebuild_from_type_v2", CK_G_REBUILD_FROM_TYPE_V2, NULL},
     {"torch.tensor", "_rebuild_from_type_v2", CK_G_REBUILD_FROM_TYPE_V2, NULL},
-    {"torch._utils", "_rebuild_sparse_tensor", CK_G_REFUSED, "sparse"},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", CK_G_REFUSED, "sparse_csr"},
-    {"torch._utils", "_rebuild_qtensor", CK_G_REFUSED, "quantized"},
-    {"torch._utils", "_rebuild_nested_tensor", CK_G_REFUSED, "nested"},
     {"torch._utils", "_rebuild_wrapper_subclass", CK_G_REFUSED, "wrapper subclass"},
-    {"torch._utils", "_rebuild_meta_tensor_no_storage", CK_G_REFUSED, "meta (no storage)"},
     {"torch._utils", "_rebuild_device_tensor_from_numpy", CK_G_REFUSED, "numpy-backed device"},
     {"torch._utils", "_rebuild_xla_tensor", CK_G_REFUSED, "xla"},
     {"torch._utils", "_rebuild_mlc_tensor", CK_G_REFUSED, "mlc"},
@@ -65,6 +61,7 @@ static void find_class(void *ud, ckpt_value *g)
             g->u.g->note = torch_globals[i].layout;
             return;
         }
+    if (ck_kind_find_class(g)) return;
     ckpt_dtype d;
     if ((eq(m, mn, "torch") || eq(m, mn, "torch.cuda")) &&
         ck_dtype_by_storage_class(n, nn, &d) == 0) {
@@ -115,23 +112,23 @@ static ckpt_value *tensor_value(ckpt_file *f, ck_tdef *t)
     return v;
 }
 
-/* The rebuild functions: (storage, offset, size, stride, [requires_grad,
- * hooks], [dtype]). */
-static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid, ckpt_value **out)
+/* A strided tensor over a storage: (storage, offset, size, stride) checked;
+ * `dtype_g`: a torch dtype global (_rebuild_tensor_v3) or NULL. */
+int ck_rebuild_strided(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
+                       ck_tdef **out)
 {
-    size_t n = args->u.seq.n;
-    ckpt_value **a = args->u.seq.v;
-    size_t want = gid == CK_G_REBUILD_TENSOR ? 4 : gid == CK_G_REBUILD_TENSOR_V2 ? 6 : 7;
-    if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
+    if (a[0]->kind == CKPT_V_OBJECT && a[0]->u.obj->callable &&
+        a[0]->u.obj->callable->gid == CK_G_LOAD_FROM_BYTES) /* pickle.dump of a tensor */
+        return ck_kind_from_bytes(f, m, a, dtype_g, out);
     if (a[0]->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
     CK_TRY(ck_machine_copied(m, 16 + 2 * (is_seq(a[2]) ? a[2]->u.seq.n : 0)));
     size_t si = a[0]->u.handle;
     ck_storage *st = &f->storages[si];
     ckpt_dtype dtype = (ckpt_dtype)a[0]->aux; /* the class this reference named */
-    if (gid == CK_G_REBUILD_TENSOR_V3) {
-        if (a[6]->kind != CKPT_V_GLOBAL || a[6]->gid != CK_G_DTYPE)
+    if (dtype_g) {
+        if (dtype_g->kind != CKPT_V_GLOBAL || dtype_g->gid != CK_G_DTYPE)
             return PFAIL("_rebuild_tensor_v3 dtype argument is not a torch dtype");
-        dtype = (ckpt_dtype)a[6]->aux;
+        dtype = (ckpt_dtype)dtype_g->aux;
         if (st->untyped && st->pub.dtype == CKPT_UINT8 && dtype != CKPT_UINT8)
             st->pub.dtype = dtype; /* report the first view's dtype */
     } else if (a[0]->aux2) {
@@ -145,9 +142,25 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
     CK_TRY(int_list(f, m, a[2], "size", &nd, &shape));
     CK_TRY(int_list(f, m, a[3], "stride", &nd2, &stride));
     if (nd2 != nd) return PFAIL("tensor size has %u entries but stride %u", nd, nd2);
+    return ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), out,
+                         ck_machine_err(m));
+}
+
+ckpt_value *ck_tensor_value(ckpt_file *f, ck_tdef *t)
+{
+    return tensor_value(f, t);
+}
+
+/* The rebuild functions: (storage, offset, size, stride, [requires_grad,
+ * hooks], [dtype]). */
+static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid, ckpt_value **out)
+{
+    size_t n = args->u.seq.n;
+    ckpt_value **a = args->u.seq.v;
+    size_t want = gid == CK_G_REBUILD_TENSOR ? 4 : gid == CK_G_REBUILD_TENSOR_V2 ? 6 : 7;
+    if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
     ck_tdef *t;
-    CK_TRY(ck_tensor_new(f, si, dtype, nd, shape, stride, offset, ck_machine_pos(m), &t,
-                         ck_machine_err(m)));
+    CK_TRY(ck_rebuild_strided(f, m, a, gid == CK_G_REBUILD_TENSOR_V3 ? a[6] : NULL, &t));
     if (gid != CK_G_REBUILD_TENSOR) {
         int64_t rg = 0;
         ck_as_int(a[4], &rg);
@@ -157,6 +170,7 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
      * or the dtype (v3), for a conj()/neg view saved unresolved */
     size_t mi = gid == CK_G_REBUILD_TENSOR_V2 ? 6 : gid == CK_G_REBUILD_TENSOR_V3 ? 7 : n;
     if (mi < n && a[mi]->kind == CKPT_V_DICT) {
+        ckpt_dtype dtype = t->dtype;
         int64_t conj = 0, neg = 0;
         const ckpt_value *c = ck_dict_get(a[mi], "conj"), *ng = ck_dict_get(a[mi], "neg");
         if ((c && !ck_as_int(c, &conj)) || (ng && !ck_as_int(ng, &neg)))
@@ -206,16 +220,30 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
         if (n >= 3 && a[0]->kind == CKPT_V_GLOBAL && a[2]->kind == CKPT_V_TUPLE &&
             (a[0]->gid == CK_G_REBUILD_TENSOR || a[0]->gid == CK_G_REBUILD_TENSOR_V2 ||
              a[0]->gid == CK_G_REBUILD_TENSOR_V3 || a[0]->gid == CK_G_REBUILD_PARAMETER ||
-             a[0]->gid == CK_G_REFUSED))
+             a[0]->gid == CK_G_REFUSED || a[0]->gid >= CK_G_REBUILD_QTENSOR))
             return ck_machine_apply(m, a[0], a[2], out);
         return 1;
+    case CK_G_REFUSED: { /* listed, unreadable: dtype and size when the args hold them */
+        ckpt_dtype dt = CKPT_UINT8;
+        for (size_t i = 0; i < n; i++)
+            if (a[i]->kind == CKPT_V_GLOBAL && a[i]->gid == CK_G_DTYPE) {
+                dt = (ckpt_dtype)a[i]->aux;
+                break;
+            }
+        char why[96];
+        snprintf(why, sizeof why, "%s tensor: ckpt does not read its data",
+                 callable->u.g->note ? callable->u.g->note : "unknown");
+        return ck_kind_unreadable(f, m, why, dt, 0, NULL, out);
+    }
     case CK_G_TORCH_SIZE:
         if (n == 1) {
             int r = ck_machine_seq_from(m, CKPT_V_TUPLE, a[0], out);
             if (r <= 0) return r;
         }
         return 1;
-    default: return 1; /* refused kinds and the rest: inert objects */
+    default:
+        if (callable->gid >= CK_G_REBUILD_QTENSOR) return ck_kind_reduce(f, m, callable, args, out);
+        return 1; /* the rest: inert objects */
     }
 }
 

@@ -24,7 +24,20 @@ typedef enum ck_torch_tag {
     CK_G_TORCH_SIZE,
     CK_G_STORAGE_CLASS, /* torch.FloatStorage ... (aux: dtype; aux2: untyped) */
     CK_G_DTYPE,         /* torch.float32 ... (aux: dtype) */
-    CK_G_TENSOR_CLASS   /* torch.Tensor, torch.nn.parameter.Parameter */
+    CK_G_TENSOR_CLASS,  /* torch.Tensor, torch.nn.parameter.Parameter */
+    /* tensor kinds (kinds.c) */
+    CK_G_REBUILD_QTENSOR, /* torch._utils._rebuild_qtensor */
+    CK_G_REBUILD_SPARSE,  /* _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor */
+    CK_G_REBUILD_META,    /* _rebuild_meta_tensor_no_storage */
+    CK_G_REBUILD_NESTED,  /* _rebuild_nested_tensor */
+    CK_G_LAYOUT,          /* torch.sparse_coo ... (aux: ckpt_layout) */
+    CK_G_GET_LAYOUT,      /* torch.serialization._get_layout */
+    CK_G_QSCHEME,         /* torch.per_tensor_affine ... (aux: ckpt_qscheme) */
+    CK_G_NP_RECONSTRUCT,  /* numpy.core.multiarray._reconstruct */
+    CK_G_NP_NDARRAY,      /* numpy.ndarray */
+    CK_G_NP_DTYPE,        /* numpy.dtype */
+    CK_G_NP_SCALAR,       /* numpy.core.multiarray.scalar */
+    CK_G_LOAD_FROM_BYTES  /* torch.storage._load_from_bytes */
 } ck_torch_tag;
 
 /* ---- dtypes: the one table ------------------------------------------------ */
@@ -51,12 +64,36 @@ typedef struct ck_tdef {
     int64_t offset;
     uint64_t numel;
     bool requires_grad;
-    bool conj, neg;     /* torch 2.x metadata {"conj": True} / {"neg": True} */
-    int64_t offset_pos; /* file offset of the REDUCE, for errors */
-    size_t listed;      /* index+1 of the first listed ckpt_tensor, 0 none */
-    ckpt_tensor *desc;  /* a tensor not listed: its nameless descriptor,
+    bool conj, neg;         /* torch 2.x metadata {"conj": True} / {"neg": True} */
+    int64_t offset_pos;     /* file offset of the REDUCE, for errors */
+    size_t listed;          /* index+1 of the first listed ckpt_tensor, 0 none */
+    ckpt_tensor *desc;      /* a tensor not listed: its nameless descriptor,
                             when its extent is sound */
+    const char *unreadable; /* why its bytes cannot be read; NULL: readable */
+    struct ck_tkind *kind;  /* quantized, sparse, numpy: the rest; or NULL */
 } ck_tdef;
+
+/* No storage (an unreadable tensor). */
+#define CK_NO_STORAGE ((size_t)-1)
+
+/* What a tensor kind adds to a rebuilt tensor (kinds.c). */
+typedef struct ck_tkind {
+    ckpt_layout layout;
+    uint32_t dense_ndim;
+    int64_t *dense_size;
+    size_t nparts; /* sparse: its components, listed as NAME.<part_names[i]> */
+    ck_tdef *parts[3];
+    const char *part_names[3];
+    ckpt_qscheme qscheme;
+    double scale;
+    int64_t zero_point, axis;
+    ck_tdef *qscales, *qzeros; /* per channel: read at catalogue time */
+    size_t nchannels;
+    double *scales, *zero_points;
+    unsigned sub_byte;    /* quint4x2: 2, quint2x4: 4 values per byte, else 0 */
+    bool big_endian;      /* numpy '>' data */
+    const uint8_t *bytes; /* numpy: the element bytes inside the pickle */
+} ck_tkind;
 
 static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
 {
@@ -115,6 +152,9 @@ struct ckpt_file {
     /* what naming walks instead of sel when set (TorchScript: script.c) */
     ckpt_value *names_root;
     ckpt_value *constants, *extra; /* ckpt_part(): TorchScript's, or NULL */
+    ck_tdef **listed_defs;         /* per listed tensor its rebuild (arena; for
+                              tensors held in the pickle: numpy arrays) */
+    size_t cap_listed_defs;
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
@@ -169,6 +209,32 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   ck_tdef **out, ckpt_error *err);
 /* Remember a rebuilt tensor (for descriptors of tensors not listed). */
 int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
+/* ---- tensor kinds (kinds.c) --------------------------------------------- */
+/* rebuild.c: a checked strided tensor from (storage, offset, size, stride)
+ * at a[0..3]; dtype_g a torch dtype global or NULL.  And its value. */
+int ck_rebuild_strided(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
+                       ck_tdef **out);
+ckpt_value *ck_tensor_value(ckpt_file *f, ck_tdef *t);
+/* find_class for the kinds' globals: 1 when `g` was classified. */
+int ck_kind_find_class(ckpt_value *g);
+/* A call of a kind's global: as the reduce hook (0 / 1 declined / -1). */
+int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value *args,
+                   ckpt_value **out);
+/* A tensor ckpt cannot read, listed with what is known. */
+int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype dtype,
+                       uint32_t ndim, const int64_t *shape, ckpt_value **out);
+/* A numpy array (numpy.core.multiarray._reconstruct + BUILD state) as a
+ * tensor over its bytes in the pickle: 1 and *out, 0 when v is not one (an
+ * object array, an unknown dtype: it stays inert), -1 on error. */
+int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err);
+/* A tensor rebuild whose storage is torch.storage._load_from_bytes(b) (a
+ * pickle.dump of a tensor): a tensor over the bytes of the legacy stream in
+ * b, or an unreadable one saying why.  a: the rebuild's arguments. */
+int ck_kind_from_bytes(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_value *dtype_g,
+                       ck_tdef **out);
+/* Fill the kind's members of a descriptor. */
+void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o);
+
 /* Name the tensors of f->root (or its key) and check their extents. */
 int ck_catalogue(ckpt_file *f, ckpt_error *err);
 

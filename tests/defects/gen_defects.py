@@ -616,7 +616,8 @@ def tensor_defects():
     b = PROTO2 + u('k' * (64 << 10)) + put(0) + POP + (EMPTY_DICT + get(0)) * 999 + tensor() + SETITEM * 999 + STOP
     defect('tensor_name_64mb.pt', z(b), 'error', 'name')
     defect('tensor_refused_sparse.pt', z(state_dict(('w', glob('torch._utils', '_rebuild_sparse_tensor') +
-                                                     tup(i(0)) + REDUCE))), 'error', 'sparse layout')
+                                                     tup(i(0)) + REDUCE))), 'error',
+           "'w' cannot be read: sparse")
 
 
 def legacy_defects():
