@@ -7,3 +7,8 @@ if(CKPT_PYTHON3)
            $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sharded)
   set_tests_properties(sharded_cli PROPERTIES ENVIRONMENT PYTHON3=${CKPT_PYTHON3})
 endif()
+# convert and diff across layouts, against torch's dcp_to_torch_save output
+if(CKPT_PYTHON3)
+  add_test(NAME sharded_convert COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sharded_convert_test.sh
+           $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sharded)
+endif()
