@@ -39,7 +39,8 @@ static const char usage[] =
     "              null; a sparse tensor's components (NAME.indices,\n"
     "              NAME.values, ...): \"layout\", \"component\", \"size\"\n"
     "              (the dense size); quantized: \"qscheme\" and \"scale\",\n"
-    "              \"zero_point\" or \"axis\", \"scales\", \"zero_points\")\n"
+    "              \"zero_point\" or \"axis\", \"scales\", \"zero_points\"; a\n"
+    "              conj()/neg() view saved unresolved: \"conj\"/\"neg\": true)\n"
     "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
     "              that is not a top-level key is a path of keys\n"
     "              (optimizer.state.0; at each level the longest run of\n"
@@ -240,6 +241,8 @@ static void json_kind(const ckpt_tensor *t)
         fputs(", \"size\": ", stdout);
         json_dims(t->dense_size, t->dense_ndim);
     }
+    if (t->conj) fputs(", \"conj\": true", stdout); /* read resolves them */
+    if (t->neg) fputs(", \"neg\": true", stdout);
     if (t->qscheme == CKPT_QSCHEME_NONE) return;
     printf(", \"qscheme\": \"%s\"", ckpt_qscheme_name(t->qscheme));
     if (t->qscheme == CKPT_PER_TENSOR_AFFINE || t->qscheme == CKPT_PER_TENSOR_SYMMETRIC) {

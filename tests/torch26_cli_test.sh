@@ -213,7 +213,10 @@ ts = {t["name"]: t for t in json.load(sys.stdin)["tensors"]}
 assert ts["c64_conj"]["file_offset"] is None, ts["c64_conj"]
 assert ts["neg_i64"]["file_offset"] is None, ts["neg_i64"]
 assert isinstance(ts["base"]["file_offset"], int), ts["base"]
-'; then ok "ls --json: conj/neg views have file_offset null"; else notok "ls --json: conj/neg views have file_offset null"; fi
+assert ts["c64_conj"].get("conj") is True and "neg" not in ts["c64_conj"], ts["c64_conj"]
+assert ts["neg_i64"].get("neg") is True and "conj" not in ts["neg_i64"], ts["neg_i64"]
+assert "conj" not in ts["base"] and "neg" not in ts["base"], ts["base"]
+'; then ok "ls --json: conj/neg views have file_offset null and say conj/neg"; else notok "ls --json: conj/neg views have file_offset null and say conj/neg"; fi
 
 # the globals 2.6's weights_only unpickler allows, as values
 f="$DIR/safe_globals_zip.pt"
