@@ -1122,9 +1122,12 @@ static int run(machine *m, ckpt_value **result)
             if (base == 0 || base <= fence(m)) return PFAIL("APPENDS without a list");
             a = m->stack[base - 1];
             if (a->kind == CKPT_V_LIST) { /* the batch at once: no doubling waste */
-                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
-                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
-                a->u.seq.n += m->sp - base;
+                if (m->sp > base) { /* an empty batch may meet a list with no items yet */
+                    if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                    memcpy(a->u.seq.v + a->u.seq.n, m->stack + base,
+                           (m->sp - base) * sizeof *m->stack);
+                    a->u.seq.n += m->sp - base;
+                }
             } else {
                 for (size_t i = base; i < m->sp; i++) CK_TRY(append_to(m, a, m->stack[i]));
             }
@@ -1140,9 +1143,12 @@ static int run(machine *m, ckpt_value **result)
             if ((m->sp - base) % 2) return PFAIL("SETITEMS with an odd number of items");
             a = m->stack[base - 1];
             if (a->kind == CKPT_V_DICT) { /* the batch at once: no doubling waste */
-                if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
-                memcpy(a->u.seq.v + a->u.seq.n, m->stack + base, (m->sp - base) * sizeof *m->stack);
-                a->u.seq.n += m->sp - base;
+                if (m->sp > base) { /* an empty batch may meet a list with no items yet */
+                    if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
+                    memcpy(a->u.seq.v + a->u.seq.n, m->stack + base,
+                           (m->sp - base) * sizeof *m->stack);
+                    a->u.seq.n += m->sp - base;
+                }
             } else {
                 for (size_t i = base; i < m->sp; i += 2)
                     CK_TRY(setitem(m, a, m->stack[i], m->stack[i + 1]));
