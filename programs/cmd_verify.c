@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "progress.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,7 +61,7 @@ typedef struct verify_result {
 } verify_result;
 
 typedef struct verify_opts {
-    int json, multi;
+    int json, multi, jobs;
     sbuf notes;   /* --json: the notes as JSON strings, ", "-separated */
     progress bar; /* on a terminal, for a long check */
     uint64_t last;
@@ -170,6 +171,127 @@ static void print_json(verify_opts *o, const char *path, const ckpt_info *info, 
     fputs("}\n", stdout);
 }
 
+static void free_result(verify_result *r)
+{
+    size_t k;
+    for (k = 0; k < r->nnotes; k++) free(r->notes[k]);
+    free(r->notes);
+    free(r->version);
+    memset(r, 0, sizeof *r);
+}
+
+/* A checkpoint of several parts (shards, DCP): its parts checked on up to
+ * --jobs threads with ckpt_verify_part(), each part's notes kept apart and
+ * then taken in part order up to the first bad part, so that the output is
+ * that of one thread (ckpt_verify()) whatever --jobs says. */
+typedef struct parts_run {
+    const ckpt_file *f;
+    verify_opts *o;
+    size_t n, next, stop; /* stop: the first bad part so far (n: none) */
+    verify_result *res;   /* per part: notes, failed, err */
+    uint64_t *last;       /* per part: its bytes checked so far */
+    pthread_mutex_t mu;
+} parts_run;
+
+typedef struct part_ctx {
+    parts_run *pr;
+    size_t i;
+    verify_run run; /* keep_note() into res[i] */
+} part_ctx;
+
+static void part_note(void *ctx, const char *line)
+{
+    keep_note(&((part_ctx *)ctx)->run, line);
+}
+
+static void part_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    part_ctx *pc = ctx;
+    parts_run *pr = pc->pr;
+    verify_opts *o = pr->o;
+    (void)total;
+    pthread_mutex_lock(&pr->mu);
+    if (!o->multi && done > pr->last[pc->i]) {
+        progress_advance(&o->bar, done - pr->last[pc->i]);
+        pr->last[pc->i] = done;
+    }
+    pthread_mutex_unlock(&pr->mu);
+}
+
+static void *parts_worker(void *arg)
+{
+    parts_run *pr = arg;
+    for (;;) {
+        pthread_mutex_lock(&pr->mu);
+        size_t i = pr->next++;
+        int skip = i > pr->stop; /* past a bad part: one thread would not get there */
+        pthread_mutex_unlock(&pr->mu);
+        if (i >= pr->n) break;
+        if (skip) continue;
+        part_ctx pc = {pr, i, {pr->o, &pr->res[i]}};
+        ckpt_error err;
+        memset(&err, 0, sizeof err);
+        err.offset = -1;
+        if (ckpt_verify_part(pr->f, i, part_note, part_progress, &pc, &err) != 0) {
+            pr->res[i].err = err;
+            pr->res[i].failed = 1;
+            pthread_mutex_lock(&pr->mu);
+            if (i < pr->stop) pr->stop = i;
+            pthread_mutex_unlock(&pr->mu);
+        }
+    }
+    return NULL;
+}
+
+/* ckpt_verify() of f, its parts on threads; 0 or -1 with *err. */
+static int verify_parts(const ckpt_file *f, verify_run *run, ckpt_error *err)
+{
+    verify_opts *o = run->o;
+    parts_run pr;
+    pthread_t th[64];
+    int nth = 0, jobs = o->multi ? 1 : o->jobs, r = 0; /* several FILEs: those are on threads */
+    size_t i, k;
+    ckpt_info info;
+
+    memset(&pr, 0, sizeof pr);
+    pr.f = f;
+    pr.o = o;
+    pr.n = ckpt_part_count(f);
+    pr.stop = pr.n;
+    pr.res = calloc(pr.n, sizeof *pr.res);
+    pr.last = calloc(pr.n, sizeof *pr.last);
+    if (!pr.res || !pr.last) {
+        free(pr.res);
+        free(pr.last);
+        run->r->oom = 1;
+        return 0;
+    }
+    pthread_mutex_init(&pr.mu, NULL);
+    ckpt_get_info(f, &info);
+    if (!o->multi && info.file_size > 0) progress_start(&o->bar, info.file_size, "verifying");
+    if (jobs > 1 && pr.n > 1)
+        for (i = 0; i < (size_t)jobs && i < pr.n && i < 64; i++)
+            if (pthread_create(&th[nth], NULL, parts_worker, &pr) == 0) nth++;
+    if (nth == 0) parts_worker(&pr);
+    while (nth > 0) pthread_join(th[--nth], NULL);
+    pthread_mutex_destroy(&pr.mu);
+    for (i = 0; i < pr.n; i++) {
+        verify_result *p = &pr.res[i];
+        if (i <= pr.stop) {
+            for (k = 0; k < p->nnotes; k++) keep_note(run, p->notes[k]);
+            if (p->oom) run->r->oom = 1;
+            if (p->failed && r == 0) {
+                *err = p->err;
+                r = -1;
+            }
+        }
+        free_result(p);
+    }
+    free(pr.res);
+    free(pr.last);
+    return r;
+}
+
 /* Check FILE i: no output (it may run on a worker thread). */
 static void verify_prepare(int i, const char *path, void *ctx)
 {
@@ -207,7 +329,9 @@ static void verify_prepare(int i, const char *path, void *ctx)
     res->opened = 1;
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    if (ckpt_verify_progress(f, keep_note, on_progress, &run, &err) != 0) {
+    if ((ckpt_part_count(f) > 1
+             ? verify_parts(f, &run, &err)
+             : ckpt_verify_progress(f, keep_note, on_progress, &run, &err)) != 0) {
         res->err = err;
         res->failed = 1;
     }
@@ -224,15 +348,6 @@ static void verify_prepare(int i, const char *path, void *ctx)
     }
     res->info.version = res->version ? res->version : "";
     ckpt_close(f);
-}
-
-static void free_result(verify_result *r)
-{
-    size_t k;
-    for (k = 0; k < r->nnotes; k++) free(r->notes[k]);
-    free(r->notes);
-    free(r->version);
-    memset(r, 0, sizeof *r);
 }
 
 /* Print what verify_prepare() found for the next FILE. */
@@ -327,6 +442,7 @@ int cmd_verify(int argc, char **argv)
         if (strcmp(ops[i], "-") == 0) jobs = 1; /* standard input is spooled once, here */
     if (r == CLI_CONTINUE) {
         o.multi = nops > 1;
+        o.jobs = jobs;
         o.res = calloc((size_t)nops, sizeof *o.res);
         if (!o.res)
             r = cli_error("out of memory");
