@@ -187,10 +187,9 @@ static void free_result(verify_result *r)
 typedef struct parts_run {
     const ckpt_file *f;
     verify_opts *o;
-    size_t n, next, stop; /* stop: the first bad part so far (n: none) */
-    verify_result *res;   /* per part: notes, failed, err */
-    uint64_t *last;       /* per part: its bytes checked so far */
-    pthread_mutex_t mu;
+    verify_result *res; /* per part: notes, failed, err */
+    uint64_t *last;     /* per part: its bytes checked so far */
+    pthread_mutex_t mu; /* the progress bar */
 } parts_run;
 
 typedef struct part_ctx {
@@ -218,29 +217,18 @@ static void part_progress(void *ctx, uint64_t done, uint64_t total)
     pthread_mutex_unlock(&pr->mu);
 }
 
-static void *parts_worker(void *arg)
+/* Part i (cli_parallel()): 0, or -1 with res[i].err. */
+static int verify_part_i(size_t i, void *ctx)
 {
-    parts_run *pr = arg;
-    for (;;) {
-        pthread_mutex_lock(&pr->mu);
-        size_t i = pr->next++;
-        int skip = i > pr->stop; /* past a bad part: one thread would not get there */
-        pthread_mutex_unlock(&pr->mu);
-        if (i >= pr->n) break;
-        if (skip) continue;
-        part_ctx pc = {pr, i, {pr->o, &pr->res[i]}};
-        ckpt_error err;
-        memset(&err, 0, sizeof err);
-        err.offset = -1;
-        if (ckpt_verify_part(pr->f, i, part_note, part_progress, &pc, &err) != 0) {
-            pr->res[i].err = err;
-            pr->res[i].failed = 1;
-            pthread_mutex_lock(&pr->mu);
-            if (i < pr->stop) pr->stop = i;
-            pthread_mutex_unlock(&pr->mu);
-        }
-    }
-    return NULL;
+    parts_run *pr = ctx;
+    part_ctx pc = {pr, i, {pr->o, &pr->res[i]}};
+    ckpt_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_verify_part(pr->f, i, part_note, part_progress, &pc, &err) == 0) return 0;
+    pr->res[i].err = err;
+    pr->res[i].failed = 1;
+    return -1;
 }
 
 /* ckpt_verify() of f, its parts on threads; 0 or -1 with *err. */
@@ -248,18 +236,15 @@ static int verify_parts(const ckpt_file *f, verify_run *run, ckpt_error *err)
 {
     verify_opts *o = run->o;
     parts_run pr;
-    pthread_t th[64];
-    int nth = 0, jobs = o->multi ? 1 : o->jobs, r = 0; /* several FILEs: those are on threads */
-    size_t i, k;
+    int jobs = o->multi ? 1 : o->jobs; /* several FILEs: those are on threads */
+    size_t i, k, n = ckpt_part_count(f), stop;
     ckpt_info info;
 
     memset(&pr, 0, sizeof pr);
     pr.f = f;
     pr.o = o;
-    pr.n = ckpt_part_count(f);
-    pr.stop = pr.n;
-    pr.res = calloc(pr.n, sizeof *pr.res);
-    pr.last = calloc(pr.n, sizeof *pr.last);
+    pr.res = calloc(n, sizeof *pr.res);
+    pr.last = calloc(n, sizeof *pr.last);
     if (!pr.res || !pr.last) {
         free(pr.res);
         free(pr.last);
@@ -269,27 +254,20 @@ static int verify_parts(const ckpt_file *f, verify_run *run, ckpt_error *err)
     pthread_mutex_init(&pr.mu, NULL);
     ckpt_get_info(f, &info);
     if (!o->multi && info.file_size > 0) progress_start(&o->bar, info.file_size, "verifying");
-    if (jobs > 1 && pr.n > 1)
-        for (i = 0; i < (size_t)jobs && i < pr.n && i < 64; i++)
-            if (pthread_create(&th[nth], NULL, parts_worker, &pr) == 0) nth++;
-    if (nth == 0) parts_worker(&pr);
-    while (nth > 0) pthread_join(th[--nth], NULL);
+    stop = cli_parallel(n, jobs, verify_part_i, &pr);
     pthread_mutex_destroy(&pr.mu);
-    for (i = 0; i < pr.n; i++) {
+    for (i = 0; i < n; i++) { /* in order, up to the first bad part */
         verify_result *p = &pr.res[i];
-        if (i <= pr.stop) {
+        if (i <= stop) {
             for (k = 0; k < p->nnotes; k++) keep_note(run, p->notes[k]);
             if (p->oom) run->r->oom = 1;
-            if (p->failed && r == 0) {
-                *err = p->err;
-                r = -1;
-            }
         }
+        if (i == stop) *err = p->err;
         free_result(p);
     }
     free(pr.res);
     free(pr.last);
-    return r;
+    return stop < n ? -1 : 0;
 }
 
 /* Check FILE i: no output (it may run on a worker thread). */

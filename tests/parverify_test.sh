@@ -106,5 +106,47 @@ else
 fi
 same "dcp, two damaged files"
 
+# convert checks the parts of a source of several files first, on --jobs
+# threads: a damaged part stops it with the error --jobs 1 gives
+for c in bin2 bin23 dcp; do
+    for j in 1 2; do
+        "$CKPT" convert --jobs $j "$T/$c" "$T/conv$j.safetensors" >/dev/null 2>"$T/cerr.$j"
+        echo "rc=$?" >>"$T/cerr.$j"
+    done
+    if grep -q '^rc=1$' "$T/cerr.1" && grep -q 'the file is damaged; --no-verify converts it anyway' "$T/cerr.1" &&
+        [ ! -e "$T/conv1.safetensors" ] && [ ! -e "$T/conv2.safetensors" ]; then
+        ok "convert $c: refused, nothing written"
+        case $c in bin*)
+            if grep -q 'pytorch_model-00002-of-00003.bin: crc mismatch' "$T/cerr.1"; then
+                ok "convert $c: the second shard is named"
+            else
+                bad "convert $c: the second shard is not named"
+            fi ;;
+        esac
+    else
+        bad "convert $c: not refused"
+        cat "$T/cerr.1"
+    fi
+    if cmp -s "$T/cerr.1" "$T/cerr.2"; then
+        ok "convert $c: --jobs 2 reports what --jobs 1 reports"
+    else
+        bad "convert $c: --jobs 2 differs"
+        diff "$T/cerr.1" "$T/cerr.2"
+    fi
+done
+if "$CKPT" convert --no-verify --jobs 2 "$T/bin2" "$T/nv.safetensors" 2>/dev/null && [ -s "$T/nv.safetensors" ]; then
+    ok "convert --no-verify: converts the damaged shards anyway"
+else
+    bad "convert --no-verify: did not convert"
+fi
+for j in 1 2; do
+    "$CKPT" convert --jobs $j "$FX/hf_bin" "$T/good$j.safetensors" 2>/dev/null || bad "convert hf_bin --jobs $j failed"
+done
+if cmp -s "$T/good1.safetensors" "$T/good2.safetensors"; then
+    ok "convert hf_bin: --jobs 1 and 2 write the same bytes"
+else
+    bad "convert hf_bin: --jobs 1 and 2 differ"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
