@@ -593,6 +593,20 @@ CKPT_API int ckpt_verify_progress(const ckpt_file *f, void (*note)(void *ctx, co
                                   void (*progress)(void *ctx, uint64_t done, uint64_t total),
                                   void *ctx, ckpt_error *err);
 
+/* ckpt_verify_progress() of part i (0 <= i < ckpt_part_count(f)) alone:
+ * for a single file the whole file; for shards, shard i; for a DCP folder,
+ * the torch.save records in .distcp file i.  Notes name the part, progress
+ * counts the part's bytes.  ckpt_verify() of a composite is this for every
+ * part in order, stopping at the first failure (the last part also gives
+ * the notes about the whole), so a caller may check parts on threads of
+ * its own and print their notes in order: it only reads, and several
+ * threads may call it on one ckpt_file at once.  The library starts no
+ * threads.  Returns 0 when intact, -1 with err as ckpt_verify(). */
+CKPT_API int ckpt_verify_part(const ckpt_file *f, size_t i,
+                              void (*note)(void *ctx, const char *line),
+                              void (*progress)(void *ctx, uint64_t done, uint64_t total),
+                              void *ctx, ckpt_error *err);
+
 /* zlib's crc32(): the CRC-32 of p[0..n) continued from `crc` (0 to begin),
  * as ZIP records it; several times faster than zlib's where the CPU
  * multiplies carry-less (x86-64 with PCLMULQDQ). */

@@ -137,6 +137,50 @@ int cli_batch_jobs(char **files, int nfiles, int json,
     return worst;
 }
 
+/* cli_parallel(): items handed out in order, up to the first failed one. */
+typedef struct par {
+    size_t n, next, stop;
+    int (*fn)(size_t i, void *ctx);
+    void *ctx;
+    pthread_mutex_t mu;
+} par;
+
+static void *par_worker(void *arg)
+{
+    par *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t i = p->next < p->stop ? p->next++ : p->n;
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->n) break;
+        if (p->fn(i, p->ctx) != 0) {
+            pthread_mutex_lock(&p->mu);
+            if (i < p->stop) p->stop = i;
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    return NULL;
+}
+
+size_t cli_parallel(size_t n, int jobs, int (*fn)(size_t i, void *ctx), void *ctx)
+{
+    par p;
+    pthread_t th[64];
+    int nth = 0;
+    p.n = p.stop = n;
+    p.next = 0;
+    p.fn = fn;
+    p.ctx = ctx;
+    pthread_mutex_init(&p.mu, NULL);
+    if (jobs > 1 && n > 1)
+        for (size_t i = 0; i < (size_t)jobs && i < n && i < 64; i++)
+            if (pthread_create(&th[nth], NULL, par_worker, &p) == 0) nth++;
+    if (nth == 0) par_worker(&p);
+    while (nth > 0) pthread_join(th[--nth], NULL);
+    pthread_mutex_destroy(&p.mu);
+    return p.stop;
+}
+
 void cli_json_error_line(const char *path, const ckpt_error *err)
 {
     fputs("{\"file\": ", stdout);

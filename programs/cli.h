@@ -260,6 +260,11 @@ int cli_batch(char **files, int nfiles, int json, int (*one)(const char *path, v
 int cli_batch_jobs(char **files, int nfiles, int json,
                    void (*prepare)(int i, const char *path, void *ctx), int jobs,
                    int (*one)(const char *path, void *ctx), void *ctx);
+/* fn(i, ctx) for every i in [0, n) on up to `jobs` threads (jobs 1: in
+ * order, on this thread); fn returns 0, or non-zero when item i failed, and
+ * items past the first failed one are not started (one thread would not
+ * have got there).  Returns the lowest failed i, or n. */
+size_t cli_parallel(size_t n, int jobs, int (*fn)(size_t i, void *ctx), void *ctx);
 /* --jobs default: the online CPUs, at most 8. */
 int cli_default_jobs(void);
 /* {"file": PATH, "error": {"message", "code", "offset"}} and a newline. */

@@ -118,7 +118,8 @@ static const char usage[] =
     "                      for them, or a name that is not UTF-8; they are\n"
     "                      listed in a warning) instead of failing\n"
     "  --no-verify         do not check the CRC-32 of the copied records\n"
-    "                      (converts a damaged file as it is)\n"
+    "                      (converts a damaged file as it is); FILE of several\n"
+    "                      files: their parts are checked first, on --jobs threads\n"
     "  --tied once|copy    tied weights written once (aliases in the metadata)\n"
     "                      or copied under every name (see above)\n"
     "  --max-shard-size SIZE\n"
@@ -804,6 +805,42 @@ static int pool_verify_setup(conv *c, const ckpt_safetensors_plan *p0)
     return 0;
 }
 
+/* A source of several files (shards, DCP): the library's check of every
+ * part, on --jobs threads, before the copy (the export checks the CRCs of
+ * one ZIP file only).  The first bad part is reported, as --jobs 1 would. */
+typedef struct part_check {
+    const ckpt_file *f;
+    ckpt_error *errs;
+} part_check;
+
+static int check_part(size_t i, void *ctx)
+{
+    part_check *pc = ctx;
+    memset(&pc->errs[i], 0, sizeof pc->errs[i]);
+    pc->errs[i].offset = -1;
+    return ckpt_verify_part(pc->f, i, NULL, NULL, NULL, &pc->errs[i]);
+}
+
+static int verify_parts(conv *c)
+{
+    size_t n = ckpt_part_count(c->f), bad;
+    part_check pc = {c->f, calloc(n, sizeof(ckpt_error))};
+    int r = CLI_OK;
+    if (!pc.errs) return cli_error("out of memory");
+    bad = cli_parallel(n, c->jobs, check_part, &pc);
+    if (bad < n) {
+        ckpt_error *err = &pc.errs[bad];
+        if (err->code == CKPT_E_FORMAT) {
+            size_t m = strlen(err->message);
+            snprintf(err->message + m, sizeof err->message - m,
+                     ": the file is damaged; --no-verify converts it anyway");
+        }
+        r = cli_file_error(c->path, err);
+    }
+    free(pc.errs);
+    return r;
+}
+
 static int is_folder(const char *out)
 {
     struct stat st;
@@ -897,7 +934,8 @@ int cmd_convert(int argc, char **argv)
     eo.error_origin = &origin;
     eo.dedupe_tied = tied ? strcmp(tied, "once") == 0 : folder;
     memset(&err, 0, sizeof err);
-    if (open_source(&c, key) == 0) {
+    if (open_source(&c, key) == 0 &&
+        (no_verify || ckpt_part_count(c.f) < 2 || verify_parts(&c) == CLI_OK)) {
         eo.src_fd = c.src_fd;
         pool = wants_pool(&c);
         if (pool) eo.verify = 0; /* checked on the way: pool_verify_setup() */

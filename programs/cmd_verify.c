@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "progress.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,9 @@ static const char usage[] =
     "Text from the file in notes is escaped (\\xHH, \\uXXXX, see 'ckpt ls --help').\n"
     "Several files: each under a '==> FILE <==' header (with --json one\n"
     "object per line); every file is checked, the exit status is the worst.\n"
-    "They are checked in parallel (--jobs) and printed in order.\n"
+    "They are checked in parallel (--jobs) and printed in order.  A checkpoint\n"
+    "of several files (a folder, an *.index.json, a DCP folder) has its parts\n"
+    "checked in parallel, with the output of one thread.\n"
     "\n"
     "Options:\n"
     "  --json      one JSON object per file, on one line: {\"file\", \"ok\",\n"
@@ -40,8 +43,9 @@ static const char usage[] =
     "              \"file_size\", \"tensors_checked\", \"notes\": [...],\n"
     "              \"error\": null or {\"message\", \"code\", \"offset\"}}; the\n"
     "              error is also printed on stderr\n"
-    "  --jobs N    files checked at once, on threads (default: the online\n"
-    "              CPUs, at most 8; 1: one after the other)\n"
+    "  --jobs N    files, or parts of one, checked at once, on threads\n"
+    "              (default: the online CPUs, at most 8; 1: one after the\n"
+    "              other)\n"
     "  -h, --help  show this help\n"
     "\n"
     "Exit status: 0 intact, 1 damaged or unreadable, 2 usage error.\n";
@@ -60,7 +64,7 @@ typedef struct verify_result {
 } verify_result;
 
 typedef struct verify_opts {
-    int json, multi;
+    int json, multi, jobs;
     sbuf notes;   /* --json: the notes as JSON strings, ", "-separated */
     progress bar; /* on a terminal, for a long check */
     uint64_t last;
@@ -170,6 +174,105 @@ static void print_json(verify_opts *o, const char *path, const ckpt_info *info, 
     fputs("}\n", stdout);
 }
 
+static void free_result(verify_result *r)
+{
+    size_t k;
+    for (k = 0; k < r->nnotes; k++) free(r->notes[k]);
+    free(r->notes);
+    free(r->version);
+    memset(r, 0, sizeof *r);
+}
+
+/* A checkpoint of several parts (shards, DCP): its parts checked on up to
+ * --jobs threads with ckpt_verify_part(), each part's notes kept apart and
+ * then taken in part order up to the first bad part, so that the output is
+ * that of one thread (ckpt_verify()) whatever --jobs says. */
+typedef struct parts_run {
+    const ckpt_file *f;
+    verify_opts *o;
+    verify_result *res; /* per part: notes, failed, err */
+    uint64_t *last;     /* per part: its bytes checked so far */
+    pthread_mutex_t mu; /* the progress bar */
+} parts_run;
+
+typedef struct part_ctx {
+    parts_run *pr;
+    size_t i;
+    verify_run run; /* keep_note() into res[i] */
+} part_ctx;
+
+static void part_note(void *ctx, const char *line)
+{
+    keep_note(&((part_ctx *)ctx)->run, line);
+}
+
+static void part_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    part_ctx *pc = ctx;
+    parts_run *pr = pc->pr;
+    verify_opts *o = pr->o;
+    (void)total;
+    pthread_mutex_lock(&pr->mu);
+    if (!o->multi && done > pr->last[pc->i]) {
+        progress_advance(&o->bar, done - pr->last[pc->i]);
+        pr->last[pc->i] = done;
+    }
+    pthread_mutex_unlock(&pr->mu);
+}
+
+/* Part i (cli_parallel()): 0, or -1 with res[i].err. */
+static int verify_part_i(size_t i, void *ctx)
+{
+    parts_run *pr = ctx;
+    part_ctx pc = {pr, i, {pr->o, &pr->res[i]}};
+    ckpt_error err;
+    memset(&err, 0, sizeof err);
+    err.offset = -1;
+    if (ckpt_verify_part(pr->f, i, part_note, part_progress, &pc, &err) == 0) return 0;
+    pr->res[i].err = err;
+    pr->res[i].failed = 1;
+    return -1;
+}
+
+/* ckpt_verify() of f, its parts on threads; 0 or -1 with *err. */
+static int verify_parts(const ckpt_file *f, verify_run *run, ckpt_error *err)
+{
+    verify_opts *o = run->o;
+    parts_run pr;
+    int jobs = o->multi ? 1 : o->jobs; /* several FILEs: those are on threads */
+    size_t i, k, n = ckpt_part_count(f), stop;
+    ckpt_info info;
+
+    memset(&pr, 0, sizeof pr);
+    pr.f = f;
+    pr.o = o;
+    pr.res = calloc(n, sizeof *pr.res);
+    pr.last = calloc(n, sizeof *pr.last);
+    if (!pr.res || !pr.last) {
+        free(pr.res);
+        free(pr.last);
+        run->r->oom = 1;
+        return 0;
+    }
+    pthread_mutex_init(&pr.mu, NULL);
+    ckpt_get_info(f, &info);
+    if (!o->multi && info.file_size > 0) progress_start(&o->bar, info.file_size, "verifying");
+    stop = cli_parallel(n, jobs, verify_part_i, &pr);
+    pthread_mutex_destroy(&pr.mu);
+    for (i = 0; i < n; i++) { /* in order, up to the first bad part */
+        verify_result *p = &pr.res[i];
+        if (i <= stop) {
+            for (k = 0; k < p->nnotes; k++) keep_note(run, p->notes[k]);
+            if (p->oom) run->r->oom = 1;
+        }
+        if (i == stop) *err = p->err;
+        free_result(p);
+    }
+    free(pr.res);
+    free(pr.last);
+    return stop < n ? -1 : 0;
+}
+
 /* Check FILE i: no output (it may run on a worker thread). */
 static void verify_prepare(int i, const char *path, void *ctx)
 {
@@ -207,7 +310,9 @@ static void verify_prepare(int i, const char *path, void *ctx)
     res->opened = 1;
     memset(&err, 0, sizeof err);
     err.offset = -1;
-    if (ckpt_verify_progress(f, keep_note, on_progress, &run, &err) != 0) {
+    if ((ckpt_part_count(f) > 1
+             ? verify_parts(f, &run, &err)
+             : ckpt_verify_progress(f, keep_note, on_progress, &run, &err)) != 0) {
         res->err = err;
         res->failed = 1;
     }
@@ -224,15 +329,6 @@ static void verify_prepare(int i, const char *path, void *ctx)
     }
     res->info.version = res->version ? res->version : "";
     ckpt_close(f);
-}
-
-static void free_result(verify_result *r)
-{
-    size_t k;
-    for (k = 0; k < r->nnotes; k++) free(r->notes[k]);
-    free(r->notes);
-    free(r->version);
-    memset(r, 0, sizeof *r);
 }
 
 /* Print what verify_prepare() found for the next FILE. */
@@ -327,6 +423,7 @@ int cmd_verify(int argc, char **argv)
         if (strcmp(ops[i], "-") == 0) jobs = 1; /* standard input is spooled once, here */
     if (r == CLI_CONTINUE) {
         o.multi = nops > 1;
+        o.jobs = jobs;
         o.res = calloc((size_t)nops, sizeof *o.res);
         if (!o.res)
             r = cli_error("out of memory");

@@ -648,48 +648,82 @@ static void forward_note(void *ctx, const char *line)
     sn->note(sn->ctx, buf);
 }
 
-/* Every part (shards) or every record and the .metadata (DCP), notes
- * forwarded with the part's name, progress in bytes of the parts. */
-static int multi_verify(const ckpt_file *f, void (*note)(void *, const char *),
-                        void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
+/* The bytes of part i (a shard file, or a .distcp file). */
+static uint64_t part_size(const ck_multi *m, size_t i)
+{
+    return m->files[i] ? m->files[i]->src.size : m->srcs[i] ? m->srcs[i]->size : 0;
+}
+
+typedef struct part_progress {
+    void (*progress)(void *, uint64_t, uint64_t);
+    void *ctx;
+    uint64_t base, total;
+} part_progress;
+
+static void step(const part_progress *pp, uint64_t done)
+{
+    if (pp->progress && pp->base + done < pp->total)
+        pp->progress(pp->ctx, pp->base + done, pp->total);
+}
+
+/* Part i alone: its shard file, or the torch.save records it holds (DCP),
+ * notes forwarded with the part's name; the last part also gives the note
+ * about the whole.  Reads only: parts may be checked on several threads
+ * at once (each part's records are opened at ckpt_open). */
+static int verify_one_part(const ckpt_file *f, size_t i, void (*note)(void *, const char *),
+                           const part_progress *pp, void *ctx, ckpt_error *err)
 {
     const ck_multi *m = MULTI(f);
-    uint64_t done = 0, total = f->src.size;
+    const char *pn = base_name(m->paths[i]);
     char line[512];
-    for (size_t i = 0; i < m->nparts; i++) {
-        if (!m->files[i]) continue;
-        sub_note sn = {note, ctx, base_name(m->paths[i])};
+    uint64_t done = 0;
+    if (m->files[i]) {
+        sub_note sn = {note, ctx, pn};
         if (ckpt_verify_progress(m->files[i], note ? forward_note : NULL, NULL, &sn, err)) {
-            prefix_err(err, base_name(m->paths[i]));
+            prefix_err(err, pn);
             return -1;
         }
         if (note) {
-            snprintf(line, sizeof line, "%s: intact", base_name(m->paths[i]));
+            snprintf(line, sizeof line, "%s: intact", pn);
             note(ctx, line);
         }
         done += m->files[i]->src.size;
-        if (progress && done < total) progress(ctx, done, total);
+        step(pp, done);
     }
-    for (size_t i = 0; i < m->nembedded; i++) {
-        const char *pn = base_name(m->paths[m->embedded_part[i]]);
+    for (size_t k = 0; k < m->nembedded; k++) {
+        if (m->embedded_part[k] != i) continue;
         sub_note sn = {note, ctx, pn};
-        if (ckpt_verify_progress(m->embedded[i], note ? forward_note : NULL, NULL, &sn, err)) {
+        if (ckpt_verify_progress(m->embedded[k], note ? forward_note : NULL, NULL, &sn, err)) {
             ck_err_prefix(err, "%s, record at byte %llu", pn,
-                          (unsigned long long)m->embedded_off[i]);
+                          (unsigned long long)m->embedded_off[k]);
             if (err && err->offset >= 0)
-                err->offset += (int64_t)m->embedded_off[i]; /* in the part */
+                err->offset += (int64_t)m->embedded_off[k]; /* in the part */
             return -1;
         }
-        done += m->embedded[i]->src.size;
-        if (progress && done < total) progress(ctx, done, total);
+        done += m->embedded[k]->src.size;
+        step(pp, done);
     }
-    if (note && m->meta) {
+    if (note && m->meta && i + 1 == m->nparts) {
         snprintf(line, sizeof line,
                  "%zu torch.save records in %zu files: CRCs checked; chunks tile their tensors",
                  m->nembedded, m->nparts);
         note(ctx, line);
     }
-    if (progress) progress(ctx, total, total);
+    return 0;
+}
+
+/* Every part in order (ckpt_verify_part() for each), progress in bytes of
+ * the parts. */
+static int multi_verify(const ckpt_file *f, void (*note)(void *, const char *),
+                        void (*progress)(void *, uint64_t, uint64_t), void *ctx, ckpt_error *err)
+{
+    const ck_multi *m = MULTI(f);
+    part_progress pp = {progress, ctx, 0, f->src.size};
+    for (size_t i = 0; i < m->nparts; i++) {
+        if (verify_one_part(f, i, note, &pp, ctx, err)) return -1;
+        pp.base += part_size(m, i);
+    }
+    if (progress) progress(ctx, pp.total, pp.total);
     return 0;
 }
 
@@ -910,6 +944,22 @@ const char *ckpt_part_path(const ckpt_file *f, size_t i)
 {
     if (!f || f->fmt != &ck_format_multi || i >= MULTI(f)->nparts) return NULL;
     return MULTI(f)->paths[i];
+}
+
+int ckpt_verify_part(const ckpt_file *f, size_t i, void (*note)(void *ctx, const char *line),
+                     void (*progress)(void *ctx, uint64_t done, uint64_t total), void *ctx,
+                     ckpt_error *err)
+{
+    if (!f) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (i >= ckpt_part_count(f))
+        return ck_fail(err, CKPT_E_ARG, -1, "no part %zu (the checkpoint has %zu)", i,
+                       ckpt_part_count(f));
+    if (f->fmt != &ck_format_multi) return ckpt_verify_progress(f, note, progress, ctx, err);
+    const ck_multi *m = MULTI(f);
+    part_progress pp = {progress, ctx, 0, part_size(m, i)};
+    if (verify_one_part(f, i, note, &pp, ctx, err)) return -1;
+    if (progress) progress(ctx, pp.total, pp.total);
+    return 0;
 }
 
 size_t ckpt_tensor_part(const ckpt_file *f, const ckpt_tensor *t)
