@@ -173,14 +173,27 @@ static size_t format_dims(char *buf, size_t cap, const int64_t *d, uint32_t n)
     uint32_t i;
     buf[len++] = '[';
     for (i = 0; i < n; i++) {
-        int k = snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)d[i]);
-        if (k < 0 || (size_t)k >= cap - len - 1) {
+        char piece[32]; /* ", " and the decimal, without snprintf (twice a tensor) */
+        size_t p = sizeof piece, k;
+        uint64_t v = d[i] < 0 ? (uint64_t)0 - (uint64_t)d[i] : (uint64_t)d[i];
+        do {
+            piece[--p] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (d[i] < 0) piece[--p] = '-';
+        if (i) {
+            piece[--p] = ' ';
+            piece[--p] = ',';
+        }
+        k = sizeof piece - p;
+        memcpy(buf + len, piece + p, k < cap - len - 1 ? k : cap - len - 1); /* as snprintf */
+        if (k >= cap - len - 1) {
             len = cap - 5;
             memcpy(buf + len, "...", 3);
             len += 3;
             break;
         }
-        len += (size_t)k;
+        len += k;
     }
     buf[len++] = ']';
     buf[len] = '\0';
