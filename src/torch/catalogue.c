@@ -703,6 +703,32 @@ static void swap_units(uint8_t *p, size_t n, size_t unit)
 }
 
 /* Copy elements [e0, e1) of the tensor's row-major image into out. */
+/* An odometer over the outer dims 0..k-1 of a view (gather()): the index of
+ * outer block `outer`, the storage element (from storage_offset) it starts
+ * at, and the next block. */
+static void odo_start(const ckpt_tensor *t, uint32_t k, uint64_t outer, uint64_t *idx)
+{
+    for (uint32_t i = k; i-- > 0;) {
+        idx[i] = outer % (uint64_t)t->shape[i];
+        outer /= (uint64_t)t->shape[i];
+    }
+}
+
+static uint64_t odo_off(const ckpt_tensor *t, uint32_t k, const uint64_t *idx)
+{
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+    return off;
+}
+
+static void odo_next(const ckpt_tensor *t, uint32_t k, uint64_t *idx)
+{
+    for (uint32_t i = k; i-- > 0;) {
+        if (++idx[i] < (uint64_t)t->shape[i]) break;
+        idx[i] = 0;
+    }
+}
+
 /* Blocks of a strided tensor's span read by gather_blocks(). */
 #define GATHER_BLOCK ((uint64_t)8 << 20)
 
@@ -726,14 +752,10 @@ static int gather_blocks(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, 
             return -1;
         }
         uint64_t idx[64];
-        uint64_t outer = e0 / run, within = e0 % run, rem = outer;
-        for (uint32_t i = k; i-- > 0;) {
-            idx[i] = rem % (uint64_t)t->shape[i];
-            rem /= (uint64_t)t->shape[i];
-        }
+        uint64_t within = e0 % run;
+        odo_start(t, k, e0 / run, idx);
         for (uint64_t e = e0; e < e1;) {
-            uint64_t off = 0;
-            for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+            uint64_t off = odo_off(t, k, idx);
             uint64_t take = run - within;
             if (take > e1 - e) take = e1 - e;
             uint64_t a = off + within, b = a + take; /* source, from storage_offset */
@@ -744,10 +766,7 @@ static int gather_blocks(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, 
                        (size_t)((b - a) * es));
             e += take;
             within = 0;
-            for (uint32_t i = k; i-- > 0;) {
-                if (++idx[i] < (uint64_t)t->shape[i]) break;
-                idx[i] = 0;
-            }
+            odo_next(t, k, idx);
         }
     }
     free(blk);
@@ -802,16 +821,12 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     }
     /* odometer over dims 0..k-1 starting at outer block e0 / run */
     uint64_t idx[64];
-    uint64_t outer = e0 / run, within = e0 % run, rem = outer;
-    for (uint32_t i = k; i-- > 0;) {
-        idx[i] = rem % (uint64_t)t->shape[i];
-        rem /= (uint64_t)t->shape[i];
-    }
+    uint64_t within = e0 % run;
+    odo_start(t, k, e0 / run, idx);
     uint64_t e = e0;
     int rc = 0;
     while (e < e1) {
-        uint64_t off = 0;
-        for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+        uint64_t off = odo_off(t, k, idx);
         uint64_t take = run - within;
         if (take > e1 - e) take = e1 - e;
         uint64_t src_el = off + within; /* relative to storage_offset */
@@ -825,10 +840,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         out += nb;
         e += take;
         within = 0;
-        for (uint32_t i = k; i-- > 0;) {
-            if (++idx[i] < (uint64_t)t->shape[i]) break;
-            idx[i] = 0;
-        }
+        odo_next(t, k, idx);
     }
     free(tmp);
     return rc;
