@@ -703,6 +703,76 @@ static void swap_units(uint8_t *p, size_t n, size_t unit)
 }
 
 /* Copy elements [e0, e1) of the tensor's row-major image into out. */
+/* An odometer over the outer dims 0..k-1 of a view (gather()): the index of
+ * outer block `outer`, the storage element (from storage_offset) it starts
+ * at, and the next block. */
+static void odo_start(const ckpt_tensor *t, uint32_t k, uint64_t outer, uint64_t *idx)
+{
+    for (uint32_t i = k; i-- > 0;) {
+        idx[i] = outer % (uint64_t)t->shape[i];
+        outer /= (uint64_t)t->shape[i];
+    }
+}
+
+static uint64_t odo_off(const ckpt_tensor *t, uint32_t k, const uint64_t *idx)
+{
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+    return off;
+}
+
+static void odo_next(const ckpt_tensor *t, uint32_t k, uint64_t *idx)
+{
+    for (uint32_t i = k; i-- > 0;) {
+        if (++idx[i] < (uint64_t)t->shape[i]) break;
+        idx[i] = 0;
+    }
+}
+
+/* Blocks of a strided tensor's span read by gather_blocks(). */
+#define GATHER_BLOCK ((uint64_t)8 << 20)
+
+/* gather() for elements [e0, e1) of a view whose innermost contiguous run is
+ * `run` elements over dims k..ndim-1 and whose storage span is `span` bytes:
+ * the span is read once, in blocks of GATHER_BLOCK bytes, and for each block
+ * the runs are walked again and the part of each run inside it copied. */
+static int gather_blocks(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_t e1,
+                         uint8_t *out, uint32_t k, uint64_t run, uint64_t span, ckpt_error *err)
+{
+    const ck_storage *s = &f->storages[t->storage];
+    size_t es = ck_dtype_size(t->dtype);
+    uint64_t bel = GATHER_BLOCK / es, span_el = span / es; /* in elements */
+    uint8_t *blk = malloc((size_t)(bel * es));
+    if (!blk) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory reading a strided tensor");
+    for (uint64_t blo = 0; blo < span_el; blo += bel) {
+        uint64_t bhi = span_el - blo < bel ? span_el : blo + bel;
+        if (ck_storage_read(f, s, ((uint64_t)t->storage_offset + blo) * es, blk,
+                            (size_t)((bhi - blo) * es), err)) {
+            free(blk);
+            return -1;
+        }
+        uint64_t idx[64];
+        uint64_t within = e0 % run;
+        odo_start(t, k, e0 / run, idx);
+        for (uint64_t e = e0; e < e1;) {
+            uint64_t off = odo_off(t, k, idx);
+            uint64_t take = run - within;
+            if (take > e1 - e) take = e1 - e;
+            uint64_t a = off + within, b = a + take; /* source, from storage_offset */
+            if (a < blo) a = blo;
+            if (b > bhi) b = bhi;
+            if (a < b)
+                memcpy(out + (e - e0 + (a - off - within)) * es, blk + (a - blo) * es,
+                       (size_t)((b - a) * es));
+            e += take;
+            within = 0;
+            odo_next(t, k, idx);
+        }
+    }
+    free(blk);
+    return 0;
+}
+
 static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_t e1, uint8_t *out,
                   ckpt_error *err)
 {
@@ -743,19 +813,20 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
             return -1;
         }
         base = tmp;
+    } else if (span / GATHER_BLOCK <= 256 && span / ((e1 - e0) / run + 1) <= 4096) {
+        /* A wide span with many short runs (a slice of a transposed matrix
+         * read through a small buffer): one pass over the span in blocks
+         * costs less than one pread per run. */
+        return gather_blocks(f, t, e0, e1, out, k, run, span, err);
     }
     /* odometer over dims 0..k-1 starting at outer block e0 / run */
     uint64_t idx[64];
-    uint64_t outer = e0 / run, within = e0 % run, rem = outer;
-    for (uint32_t i = k; i-- > 0;) {
-        idx[i] = rem % (uint64_t)t->shape[i];
-        rem /= (uint64_t)t->shape[i];
-    }
+    uint64_t within = e0 % run;
+    odo_start(t, k, e0 / run, idx);
     uint64_t e = e0;
     int rc = 0;
     while (e < e1) {
-        uint64_t off = 0;
-        for (uint32_t i = 0; i < k; i++) off += idx[i] * (uint64_t)t->stride[i];
+        uint64_t off = odo_off(t, k, idx);
         uint64_t take = run - within;
         if (take > e1 - e) take = e1 - e;
         uint64_t src_el = off + within; /* relative to storage_offset */
@@ -769,10 +840,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
         out += nb;
         e += take;
         within = 0;
-        for (uint32_t i = k; i-- > 0;) {
-            if (++idx[i] < (uint64_t)t->shape[i]) break;
-            idx[i] = 0;
-        }
+        odo_next(t, k, idx);
     }
     free(tmp);
     return rc;

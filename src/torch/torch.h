@@ -105,14 +105,15 @@ typedef struct ck_storage {
     ckpt_storage pub;
     const char *pkey;  /* arena copy of the key */
     uint64_t data_off; /* where bytes start in the file (when not packed) */
-    bool packed;       /* compressed: only the container reads them */
     size_t rec;        /* the container's record of it (ZIP: its entry) */
-    bool resolved;     /* data_off/pub.nbytes known */
-    bool untyped;      /* UntypedStorage (dtype from the tensor) */
     int64_t root;      /* legacy/tar view: index of the root storage, -1 */
     uint64_t view_off; /* bytes into the root */
     uint64_t declared; /* legacy/tar: numel declared by the pickle */
     int64_t decl_pos;  /* file offset where it was declared */
+    bool packed;       /* compressed: only the container reads them */
+    bool resolved;     /* data_off/pub.nbytes known */
+    bool untyped;      /* UntypedStorage (dtype from the tensor) */
+    /* (the flags last: 96 bytes a storage, not 104) */
 } ck_storage;
 
 /* ---- the open file ----------------------------------------------------- */
