@@ -359,8 +359,8 @@ static void json_kind(const ckpt_tensor *t)
         ob_s(", \"size\": ");
         json_dims(t->dense_size, t->dense_ndim);
     }
-    if (t->conj) fputs(", \"conj\": true", stdout); /* read resolves them */
-    if (t->neg) fputs(", \"neg\": true", stdout);
+    if (t->conj) ob_s(", \"conj\": true"); /* read resolves them */
+    if (t->neg) ob_s(", \"neg\": true");
     if (t->qscheme == CKPT_QSCHEME_NONE) return;
     ob_s(", \"qscheme\": \"");
     ob_s(ckpt_qscheme_name(t->qscheme));
