@@ -315,7 +315,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
     size_t es = ck_dtype_size(t->dtype);
     ck_kind_describe(t, o);
-    if (t->storage == CK_NO_STORAGE) { /* listed with what is known, no bytes */
+    if (t->storage == CK_NO_STORAGE || t->unreadable) { /* listed with what is known, no bytes */
         o->dtype = t->dtype;
         o->ndim = t->ndim;
         o->shape = t->shape;
