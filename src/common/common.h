@@ -68,6 +68,8 @@ static inline uint64_t ck_le64(const uint8_t *p)
 
 /* ---- arena: every value, name and table of one open file --------------- */
 typedef struct ck_block ck_block;
+#define CK_FREE_MAX 256u /* largest allocation ck_free_small() keeps */
+#define CK_FREE_CLASSES (CK_FREE_MAX / 8u + 1u)
 typedef struct ck_arena {
     ck_block *head;
     uint64_t total;   /* bytes obtained for blocks */
@@ -75,6 +77,9 @@ typedef struct ck_arena {
     uint64_t limit;   /* total + outside may not pass it (max_memory); 0: none */
     uint64_t peak;    /* highest total + outside */
     bool over;        /* something was refused for the limit */
+    /* small allocations given back with ck_free_small(), by size / 8: a
+     * later ck_alloc of that size takes one (zeroed again) before the block */
+    void *freel[CK_FREE_CLASSES];
 } ck_arena;
 
 void *ck_alloc(ck_arena *a, size_t n); /* zeroed, 8-aligned; NULL on OOM */
@@ -86,6 +91,10 @@ void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n);
 /* Give back p (n bytes) when it is the arena's latest allocation: true, and
  * its bytes are zeroed for the next ck_alloc; else false, nothing done. */
 bool ck_alloc_undo(ck_arena *a, void *p, size_t n);
+/* Give back p, an allocation of n bytes nothing refers to any more, for
+ * reuse by a later ck_alloc of the same size (n <= CK_FREE_MAX; larger ones
+ * are simply left).  The memory stays charged to the arena. */
+void ck_free_small(ck_arena *a, void *p, size_t n);
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
 /* Memory held outside the arena but counted against its limit: 0, or -1

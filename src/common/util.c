@@ -147,6 +147,12 @@ void *ck_alloc(ck_arena *a, size_t n)
     if (n > SIZE_MAX - 8) return NULL;
     n = (n + 7u) & ~(size_t)7u;
     if (n == 0) n = 8;
+    if (n <= CK_FREE_MAX && a->freel[n / 8u]) { /* one given back: reuse it */
+        void **p = a->freel[n / 8u];
+        a->freel[n / 8u] = *p;
+        memset(p, 0, n);
+        return p;
+    }
     ck_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         /* a big one-off allocation gets a block of its own size, so that
@@ -207,6 +213,15 @@ bool ck_alloc_undo(ck_arena *a, void *p, size_t n)
     return true;
 }
 
+void ck_free_small(ck_arena *a, void *p, size_t n)
+{
+    n = (n + 7u) & ~(size_t)7u;
+    if (!p || n == 0 || n > CK_FREE_MAX) return;
+    if (ck_alloc_undo(a, p, n)) return; /* the latest allocation: back to the block */
+    *(void **)p = a->freel[n / 8u];
+    a->freel[n / 8u] = p;
+}
+
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n)
 {
     void *q = ck_alloc(a, n);
@@ -237,6 +252,7 @@ void ck_arena_free(ck_arena *a)
     }
     a->head = NULL;
     a->total = 0;
+    memset(a->freel, 0, sizeof a->freel);
 }
 
 int ck_mem_charge(ck_arena *a, uint64_t n)

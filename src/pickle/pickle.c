@@ -69,9 +69,18 @@ struct ck_machine {
     size_t sp, scap;
     size_t *marks;
     size_t nmarks, mcap;
-    /* memo: indexed by key */
+    /* memo: indexed by key; with `elide`, by rank among the fetched keys */
     ckpt_value **mvals;
     size_t mcount, mcap2;
+    /* memo elision (see prescan()): the keys a GET of this pickle fetches;
+     * a value memoized under any other key is counted, not kept */
+    bool elide;
+    uint64_t *fetched; /* bit per key, nfw words */
+    uint32_t *rank;    /* per word: fetched keys below it */
+    size_t nfw, cap_fw, cap_rank;
+    uint64_t *putbits; /* keys memoized so far (MEMOIZE counts distinct keys) */
+    size_t cap_pw;
+    ckpt_value *consumed; /* call arguments a hook kept nothing of (reclaim) */
     int proto_seen;
     int need_more;
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
@@ -224,11 +233,22 @@ static int line(machine *m, const char **s, size_t *n)
  * is given back, and the call sees the machine's own empty tuple instead.
  * Only for the machine's container calls, which never keep their
  * arguments. */
-#define PINNED 0x80u /* aux2 of a TUPLE: memoized or DUPed */
+#define PINNED                                                                                     \
+    0x80u /* aux2 of any value but GLOBAL and OBJECT: reachable
+                      * from more than one place (memoized under a key a GET
+                      * fetches, DUPed, copied into a second container, kept
+                      * by a hook), so never given back */
 
 static void pin(ckpt_value *v)
 {
-    if (v->kind == CKPT_V_TUPLE) v->aux2 = (uint8_t)(v->aux2 | PINNED);
+    if (v && v->kind != CKPT_V_GLOBAL && v->kind != CKPT_V_OBJECT)
+        v->aux2 = (uint8_t)(v->aux2 | PINNED);
+}
+
+static void pin_all(machine *m, ckpt_value **v, size_t n)
+{
+    if (m->elide)
+        for (size_t i = 0; i < n; i++) pin(v[i]);
 }
 
 static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value *args)
@@ -276,6 +296,21 @@ static int memo_put(machine *m, uint64_t key)
                     (unsigned long long)key, (unsigned long long)limit, m->u->opt->max_memo);
     ckpt_value *v = top(m);
     if (!v) return -1;
+    if (m->elide) {
+        size_t w = (size_t)(key / 64);
+        uint64_t bit = (uint64_t)1 << (key % 64);
+        if (w >= m->cap_pw) {
+            size_t old = m->cap_pw;
+            CK_TRY(mgrow(m, (void **)&m->putbits, &m->cap_pw, w + 1, sizeof *m->putbits));
+            memset(m->putbits + old, 0, (m->cap_pw - old) * sizeof *m->putbits);
+        }
+        if (!(m->putbits[w] & bit)) m->mcount++;
+        m->putbits[w] |= bit;
+        if (w >= m->nfw || !(m->fetched[w] & bit)) return 0; /* no GET asks for it */
+        m->mvals[m->rank[w] + (size_t)__builtin_popcountll(m->fetched[w] & (bit - 1))] = v;
+        pin(v);
+        return 0;
+    }
     if (key >= m->mcap2) {
         size_t old = m->mcap2;
         CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, (size_t)key + 1, sizeof *m->mvals));
@@ -289,9 +324,233 @@ static int memo_put(machine *m, uint64_t key)
 
 static int memo_get(machine *m, uint64_t key)
 {
+    if (m->elide) {
+        size_t w = (size_t)(key / 64);
+        uint64_t bit = (uint64_t)1 << (key % 64);
+        ckpt_value *v = NULL;
+        if (key / 64 < m->nfw && (m->fetched[w] & bit))
+            v = m->mvals[m->rank[w] + (size_t)__builtin_popcountll(m->fetched[w] & (bit - 1))];
+        if (!v) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
+        return push(m, v);
+    }
     if (key >= m->mcap2 || !m->mvals[key])
         return PFAIL("memo key %llu is not defined", (unsigned long long)key);
     return push(m, m->mvals[key]);
+}
+
+/* ---- memo elision ------------------------------------------------------ */
+/* torch's pickler memoizes every value it writes (BINPUT after each), so an
+ * unpickler that keeps the memo keeps every temporary of every tensor
+ * rebuild (persistent-id, argument, size and stride tuples) alive to the end
+ * of the pickle, though a GET fetches almost none of them.  When the whole
+ * pickle is in memory, one pass over its opcodes first finds the keys that
+ * a GET fetches; a value memoized under any other key is not kept, and a
+ * call whose hook kept nothing of its arguments gives them back (reclaim()).
+ * The pass decodes opcode lengths exactly as run() does; anything it cannot
+ * follow (an unknown opcode, a GET key it cannot read, a truncated argument)
+ * turns elision off, and the pickle runs with the whole memo as before. */
+
+/* Pickles shorter than this run with the whole memo: too few temporaries
+ * to be worth a second pass. */
+#define CK_PRESCAN_MIN ((size_t)64 << 10)
+
+static int fetch_key(machine *m, uint64_t key)
+{
+    uint64_t limit = (uint64_t)m->u->opt->max_memo + m->in->len;
+    if (key >= limit) return 0; /* never defined: memo_put refuses such keys */
+    size_t w = (size_t)(key / 64);
+    if (w >= m->cap_fw) {
+        size_t old = m->cap_fw;
+        CK_TRY(mgrow(m, (void **)&m->fetched, &m->cap_fw, w + 1, sizeof *m->fetched));
+        memset(m->fetched + old, 0, (m->cap_fw - old) * sizeof *m->fetched);
+    }
+    if (w >= m->nfw) m->nfw = w + 1;
+    m->fetched[w] |= (uint64_t)1 << (key % 64);
+    return 0;
+}
+
+/* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
+static int prescan(machine *m)
+{
+    const uint8_t *p = m->in->buf, *end = p + m->in->len;
+    while (p < end) {
+        uint8_t op = *p++;
+        size_t avail = (size_t)(end - p), w = 0;
+        uint64_t len;
+        switch (op) {
+        case '.': goto done; /* STOP: the machine reads no further */
+        case '(':
+        case '0':
+        case '1':
+        case '2':
+        case 'N':
+        case 0x88:
+        case 0x89:
+        case ')':
+        case ']':
+        case '}':
+        case 0x8f:
+        case 't':
+        case 'l':
+        case 0x91:
+        case 'd':
+        case 0x85:
+        case 0x86:
+        case 0x87:
+        case 'a':
+        case 'e':
+        case 's':
+        case 'u':
+        case 0x90:
+        case 'b':
+        case 0x94:
+        case 'o':
+        case 'R':
+        case 0x81:
+        case 0x92:
+        case 'Q':
+        case 0x93:
+        case 0x98: continue;
+        case 'K':
+        case 'q':
+        case 0x80: w = 1; break;
+        case 'M': w = 2; break;
+        case 'J':
+        case 'r': w = 4; break;
+        case 'G':
+        case 0x95: w = 8; break;
+        case 'h':
+            if (avail < 1) return 0;
+            CK_TRY(fetch_key(m, p[0]));
+            p += 1;
+            continue;
+        case 'j':
+            if (avail < 4) return 0;
+            CK_TRY(fetch_key(m, ck_le32(p)));
+            p += 4;
+            continue;
+        case 0x8a: /* LONG1 */
+            if (avail < 1 || avail - 1 < p[0]) return 0;
+            p += 1 + p[0];
+            continue;
+        case 0x8b: { /* LONG4 */
+            if (avail < 4) return 0;
+            int32_t ln = (int32_t)ck_le32(p);
+            if (ln < 0 || avail - 4 < (size_t)ln) return 0;
+            p += 4 + (size_t)ln;
+            continue;
+        }
+        case 'T':
+        case 'X':
+        case 'B':
+        case 0x8d:
+        case 0x8e:
+        case 0x96:
+        case 'U':
+        case 'C':
+        case 0x8c: {
+            w = (op == 'U' || op == 'C' || op == 0x8c)     ? 1
+                : (op == 0x8d || op == 0x8e || op == 0x96) ? 8
+                                                           : 4;
+            if (avail < w) return 0;
+            len = w == 1 ? p[0] : w == 4 ? ck_le32(p) : ck_le64(p);
+            if (len > avail - w) return 0;
+            p += w + (size_t)len;
+            continue;
+        }
+        case 'I':
+        case 'L':
+        case 'F':
+        case 'S':
+        case 'V':
+        case 'p':
+        case 'P':
+        case 'g':
+        case 'c':
+        case 'i': {
+            int lines = op == 'c' || op == 'i' ? 2 : 1;
+            for (int k = 0; k < lines; k++) {
+                const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+                if (!nl) return 0;
+                if (op == 'g') { /* GET: a decimal key as parse_decimal reads it */
+                    const uint8_t *q = p;
+                    bool neg = false;
+                    uint64_t key = 0;
+                    if (q < nl && (*q == '-' || *q == '+')) neg = *q++ == '-';
+                    if (q == nl || nl - q > 18) return 0;
+                    for (; q < nl; q++) {
+                        if (*q < '0' || *q > '9') return 0;
+                        key = key * 10 + (uint64_t)(*q - '0');
+                    }
+                    if (neg && key) return 0; /* run() refuses it */
+                    CK_TRY(fetch_key(m, key));
+                }
+                p = nl + 1;
+            }
+            continue;
+        }
+        default: return 0; /* EXT*, NEXT_BUFFER, unknown: run() stops there */
+        }
+        if (avail < w) return 0;
+        p += w;
+    }
+    return 0; /* no STOP: run() fails; keep the memo as it is */
+done:;
+    /* rank per word, and the memo's room: one slot per fetched key */
+    size_t total = 0;
+    if (m->nfw) {
+        CK_TRY(mgrow(m, (void **)&m->rank, &m->cap_rank, m->nfw, sizeof *m->rank));
+        for (size_t i = 0; i < m->nfw; i++) {
+            m->rank[i] = (uint32_t)total;
+            total += (size_t)__builtin_popcountll(m->fetched[i]);
+        }
+    }
+    CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, total + 1, sizeof *m->mvals));
+    memset(m->mvals, 0, m->mcap2 * sizeof *m->mvals);
+    m->elide = true;
+    return 0;
+}
+
+/* Give back v and what only it refers to (depth-bounded), but not `keep`,
+ * pinned values, globals or objects. */
+static void reclaim(machine *m, ckpt_value *v, const ckpt_value *keep, int depth)
+{
+    if (!v || v == keep || (v->aux2 & PINNED) || v == &m->no_args || depth > 4) return;
+    ck_arena *a = m->u->arena;
+    switch (v->kind) {
+    case CKPT_V_INT:
+    case CKPT_V_FLOAT:
+    case CKPT_V_STORAGE:
+    case CKPT_V_TENSOR:
+    case CKPT_V_BIGINT: ck_free_small(a, v, sizeof *v); return;
+    case CKPT_V_STR:
+    case CKPT_V_BYTES:
+        if (v->u.s.p == (char *)(v + 1)) {
+            if (v->u.s.n <= CK_FREE_MAX) ck_free_small(a, v, sizeof *v + v->u.s.n + 1);
+        } else {
+            ck_free_small(a, v, sizeof *v);
+        }
+        return;
+    case CKPT_V_TUPLE:
+    case CKPT_V_LIST:
+    case CKPT_V_SET:
+    case CKPT_V_DICT: {
+        size_t n = v->u.seq.n, room = ck_seq_cap(v);
+        ckpt_value **items = v->u.seq.v;
+        for (size_t i = 0; i < n; i++) reclaim(m, items[i], keep, depth + 1);
+        if (items == (ckpt_value **)(v + 1)) { /* one allocation: new_seq_from() */
+            if (room <= (CK_FREE_MAX - sizeof *v) / sizeof *items)
+                ck_free_small(a, v, sizeof *v + room * sizeof *items);
+            return;
+        }
+        /* the array after the node: an undo takes the array back first */
+        if (items && room <= CK_FREE_MAX / sizeof *items)
+            ck_free_small(a, items, room * sizeof *items);
+        ck_free_small(a, v, sizeof *v);
+        return;
+    }
+    default: return;
+    }
 }
 
 /* ---- numbers ----------------------------------------------------------- */
@@ -301,7 +560,10 @@ static ckpt_value *new_int(machine *m, int64_t i)
     if (i >= 0 && i < 256 && m->small[i]) return m->small[i];
     ckpt_value *v = ck_new(m->u, CKPT_V_INT);
     if (v) v->u.i = i;
-    if (v && i >= 0 && i < 256) m->small[i] = v;
+    if (v && i >= 0 && i < 256) {
+        m->small[i] = v;
+        pin(v); /* shared by every use */
+    }
     return v;
 }
 
@@ -311,12 +573,16 @@ static ckpt_value *new_bool(machine *m, bool b)
     if (*slot) return *slot;
     ckpt_value *v = ck_new(m->u, CKPT_V_BOOL);
     if (v) v->u.b = b;
+    pin(v);
     return *slot = v;
 }
 
 static ckpt_value *new_none(machine *m)
 {
-    if (!m->none) m->none = ck_new(m->u, CKPT_V_NONE);
+    if (!m->none) {
+        m->none = ck_new(m->u, CKPT_V_NONE);
+        pin(m->none);
+    }
     return m->none;
 }
 
@@ -689,6 +955,7 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
         CK_TRY(reserve(m, v, src->u.seq.n));
         if (src->u.seq.n) memcpy(v->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *v->u.seq.v);
         v->u.seq.n = src->u.seq.n;
+        pin_all(m, v->u.seq.v, v->u.seq.n); /* now in two containers */
     }
     *out = v;
     return 0;
@@ -704,6 +971,7 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
     if (src->kind == CKPT_V_DICT) {
         if (src->u.seq.n) memcpy(d->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *d->u.seq.v);
         d->u.seq.n = src->u.seq.n;
+        pin_all(m, d->u.seq.v, d->u.seq.n);
         return 0;
     }
     if (!is_seq(src)) return 1;
@@ -712,6 +980,7 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
         if (!is_seq(pr) || pr->u.seq.n != 2) return 1;
         d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[0];
         d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[1];
+        pin_all(m, pr->u.seq.v, 2);
     }
     return 0;
 }
@@ -805,6 +1074,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
             }
             if (n == 1 && a[0]->kind == CKPT_V_BYTES) {
                 *out = a[0];
+                pin(a[0]); /* the result and the argument */
                 return 0;
             }
             if (n == 2 && a[0]->kind == CKPT_V_STR && ck_is_str(a[1], "latin-1")) {
@@ -825,12 +1095,14 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 CK_TRY(copied(m, n));
                 ckpt_value *rest = new_seq_from(m, CKPT_V_TUPLE, a + 1, n - 1);
                 if (!rest) return OOM();
+                pin_all(m, a + 1, n - 1);
                 return apply(m, a[0], rest, out);
             }
             break;
         default:
             if (callable->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
                 r = m->u->hooks.reduce(m->u->hooks.ud, m, callable, args, false, out);
+                if (r == 0 && m->consumed != args) pin(*out); /* may be one of its arguments */
                 if (r <= 0) return r;
                 /* declined: an inert object, marked when find_class said why */
                 if (!(*out = new_object(m, callable, args))) return OOM();
@@ -857,6 +1129,7 @@ static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **ou
     if (cls->kind == CKPT_V_GLOBAL && cls->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
         mark_called(m, cls);
         int r = m->u->hooks.reduce(m->u->hooks.ud, m, cls, args, true, out);
+        if (r == 0 && m->consumed != args) pin(*out);
         if (r <= 0) return r;
     }
     mark_called(m, cls);
@@ -1122,7 +1395,7 @@ static int run(machine *m, ckpt_value **result)
             if (base == 0 || base <= fence(m)) return PFAIL("APPENDS without a list");
             a = m->stack[base - 1];
             if (a->kind == CKPT_V_LIST) { /* the batch at once: no doubling waste */
-                if (m->sp > base) { /* an empty batch may meet a list with no items yet */
+                if (m->sp > base) {       /* an empty batch may meet a list with no items yet */
                     if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
                     memcpy(a->u.seq.v + a->u.seq.n, m->stack + base,
                            (m->sp - base) * sizeof *m->stack);
@@ -1143,7 +1416,7 @@ static int run(machine *m, ckpt_value **result)
             if ((m->sp - base) % 2) return PFAIL("SETITEMS with an odd number of items");
             a = m->stack[base - 1];
             if (a->kind == CKPT_V_DICT) { /* the batch at once: no doubling waste */
-                if (m->sp > base) { /* an empty batch may meet a list with no items yet */
+                if (m->sp > base) {       /* an empty batch may meet a list with no items yet */
                     if (ck_seq_room(m->u, a, m->sp - base, false)) return OOM();
                     memcpy(a->u.seq.v + a->u.seq.n, m->stack + base,
                            (m->sp - base) * sizeof *m->stack);
@@ -1252,13 +1525,17 @@ static int run(machine *m, ckpt_value **result)
         case 'R': /* REDUCE */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
             b = spare_args(m, a, b);
+            m->consumed = NULL;
             CK_TRY(apply(m, a, b, &v));
+            if (m->elide && m->consumed == b) reclaim(m, b, v, 0);
             CK_TRY(push(m, v));
             break;
         case 0x81: /* NEWOBJ */
             if (!(b = pop(m)) || !(a = pop(m))) return -1;
             b = spare_args(m, a, b);
+            m->consumed = NULL;
             CK_TRY(newobj(m, a, b, &v));
+            if (m->elide && m->consumed == b) reclaim(m, b, v, 0);
             CK_TRY(push(m, v));
             break;
         case 0x92: { /* NEWOBJ_EX */
@@ -1284,6 +1561,10 @@ static int run(machine *m, ckpt_value **result)
                 return PFAIL("persistent id in a pickle that cannot have one");
             v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, m->op_pos, m->err);
             if (!v) return -1;
+            if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
+                pin(v);
+            else if (m->elide) /* a new storage value: the pid was read, nothing kept */
+                reclaim(m, pid, v, 0);
             CK_TRY(push(m, v));
             break;
         }
@@ -1330,13 +1611,17 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     m.u = u;
     m.in = in;
     m.no_args.kind = CKPT_V_TUPLE;
+    m.no_args.aux2 = PINNED;
     m.err = err;
     m.p = in->buf;
     m.end = in->buf + in->len;
     ckpt_value *res = NULL;
     size_t first_global = u->nglobals, first_nested = u->nnested;
     ck_mem_allow(u->arena, u->opt->max_memory, u->input_size, u->pickle_bytes + in->len);
-    int r = run(&m, &res);
+    int r = 0;
+    /* scanners keep pointers to bytes values (u->nested): no elision */
+    if (!in->more && in->len >= CK_PRESCAN_MIN && !u->opt->scan_all_pickles) r = prescan(&m);
+    if (r == 0) r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
     if (r == 1) u->nnested = first_nested; /* the retry records them again */
     if (r != 1 && u->hooks.on_global)      /* final: tell the scanner what it named */
@@ -1350,9 +1635,14 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     free(m.stack);
     free(m.marks);
     free(m.mvals);
-    ck_mem_release(u->arena, (uint64_t)m.scap * sizeof *m.stack +
-                                 (uint64_t)m.mcap * sizeof *m.marks +
-                                 (uint64_t)m.mcap2 * sizeof *m.mvals);
+    free(m.fetched);
+    free(m.rank);
+    free(m.putbits);
+    ck_mem_release(
+        u->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
+                      (uint64_t)m.mcap2 * sizeof *m.mvals + (uint64_t)m.cap_fw * sizeof *m.fetched +
+                      (uint64_t)m.cap_rank * sizeof *m.rank +
+                      (uint64_t)m.cap_pw * sizeof *m.putbits);
     return r;
 }
 
@@ -1392,6 +1682,10 @@ int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt
 int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out)
 {
     return seq_from(m, kind, src, out);
+}
+void ck_machine_consumed(ck_machine *m, const ckpt_value *args)
+{
+    m->consumed = (ckpt_value *)args;
 }
 
 void ck_unpickler_free(ck_unpickler *u)

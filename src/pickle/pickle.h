@@ -160,6 +160,10 @@ int ck_machine_apply(ck_machine *m, ckpt_value *callable, ckpt_value *args, ckpt
 /* A new LIST/TUPLE/SET with the items of src (a list, tuple or set):
  * 0 and *out, 1 when src is none of those, -1 error. */
 int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **out);
+/* Told by a reduce hook that its result is a new value and that it kept no
+ * pointer to `args` or anything in it: the machine may give them back once
+ * the call returns (when it elides the memo: see pickle.c). */
+void ck_machine_consumed(ck_machine *m, const ckpt_value *args);
 
 /* ---- values: constructors and helpers ------------------------------------ */
 ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind);
@@ -172,6 +176,8 @@ int ck_seq_push(ck_unpickler *u, ckpt_value *v, ckpt_value *item);
  * room, else it grows by powers of two, in place when the array is the
  * arena's latest allocation. */
 int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact);
+/* The items a LIST/TUPLE/SET/DICT array has room for (see CK_SEQ_EXACT). */
+size_t ck_seq_cap(const ckpt_value *v);
 bool ck_as_int(const ckpt_value *v, int64_t *out);
 bool ck_is_str(const ckpt_value *v, const char *s);
 /* STR or BYTES equal to s */

@@ -35,7 +35,7 @@ ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n)
     return v;
 }
 
-static size_t seq_room(const ckpt_value *v)
+size_t ck_seq_cap(const ckpt_value *v)
 {
     size_t n = v->u.seq.n, c = 4;
     if (!v->u.seq.v) return 0;
@@ -46,7 +46,7 @@ static size_t seq_room(const ckpt_value *v)
 
 int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact)
 {
-    size_t n = v->u.seq.n, room = seq_room(v), need;
+    size_t n = v->u.seq.n, room = ck_seq_cap(v), need;
     if (more <= room - n) return 0;
     if (more > SIZE_MAX / sizeof(ckpt_value *) - n) return -1;
     need = n + more;

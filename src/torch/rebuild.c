@@ -131,7 +131,7 @@ int ck_rebuild_strided(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_v
         dtype = (ckpt_dtype)dtype_g->aux;
         if (st->untyped && st->pub.dtype == CKPT_UINT8 && dtype != CKPT_UINT8)
             st->pub.dtype = dtype; /* report the first view's dtype */
-    } else if (a[0]->aux2) {
+    } else if (a[0]->aux2 & 1) {   /* untyped (the machine keeps its flags in the high bits) */
         return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
     }
     int64_t offset;
@@ -160,6 +160,7 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
     size_t want = gid == CK_G_REBUILD_TENSOR ? 4 : gid == CK_G_REBUILD_TENSOR_V2 ? 6 : 7;
     if (n < want) return PFAIL("tensor rebuild takes %zu arguments, got %zu", want, n);
     ck_tdef *t;
+    bool over_storage = a[0]->kind == CKPT_V_STORAGE; /* not _load_from_bytes' bytes */
     CK_TRY(ck_rebuild_strided(f, m, a, gid == CK_G_REBUILD_TENSOR_V3 ? a[6] : NULL, &t));
     if (gid != CK_G_REBUILD_TENSOR) {
         int64_t rg = 0;
@@ -183,6 +184,9 @@ static int rebuild_tensor(ckpt_file *f, ck_machine *m, ckpt_value *args, int gid
         t->neg = neg != 0;
     }
     if (!(*out = tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    /* the tensor holds copies (shape, stride, the storage's index): the
+     * arguments may be given back */
+    if (over_storage && !t->kind) ck_machine_consumed(m, args);
     return 0;
 }
 
@@ -213,6 +217,7 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
             t->requires_grad = rg != 0;
             t->listed = 0;
             *out = v;
+            ck_machine_consumed(m, args); /* a new tensor value; the old one's tdef stays */
             return 0;
         }
         return 1;
