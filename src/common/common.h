@@ -21,11 +21,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define CK_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define CK_HOT inline __attribute__((always_inline)) /* a hot path, inlined */
 #else
 #define CK_PRINTF(a, b)
+#define CK_HOT inline
 #endif
 
 /* ---- errors ------------------------------------------------------------ */
@@ -82,7 +85,33 @@ typedef struct ck_arena {
     void *freel[CK_FREE_CLASSES];
 } ck_arena;
 
-void *ck_alloc(ck_arena *a, size_t n); /* zeroed, 8-aligned; NULL on OOM */
+void *ck_alloc_slow(ck_arena *a, size_t n); /* ck_alloc's new blocks */
+struct ck_block {
+    ck_block *next;
+    size_t used, cap;
+    bool mapped; /* from mmap: munmap it */
+    max_align_t data[];
+};
+/* zeroed, 8-aligned; NULL on OOM.  Inline: the pickle machine's nodes. */
+static inline void *ck_alloc(ck_arena *a, size_t n)
+{
+    if (n - 1 < CK_FREE_MAX) { /* 1..CK_FREE_MAX: a freed one, or the block's room */
+        n = (n + 7u) & ~(size_t)7u;
+        void **f = (void **)a->freel[n / 8u];
+        if (f) {
+            a->freel[n / 8u] = *f;
+            memset(f, 0, n);
+            return f;
+        }
+        ck_block *b = a->head;
+        if (b && b->cap - b->used >= n) {
+            void *p = (char *)b->data + b->used;
+            b->used += n;
+            return p;
+        }
+    }
+    return ck_alloc_slow(a, n);
+}
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
 /* Grow the allocation p of `old` bytes (NULL: none) to `n` bytes: in place
  * when it is the arena's latest allocation and its block has room, else a
@@ -94,7 +123,13 @@ bool ck_alloc_undo(ck_arena *a, void *p, size_t n);
 /* Give back p, an allocation of n bytes nothing refers to any more, for
  * reuse by a later ck_alloc of the same size (n <= CK_FREE_MAX; larger ones
  * are simply left).  The memory stays charged to the arena. */
-void ck_free_small(ck_arena *a, void *p, size_t n);
+static inline void ck_free_small(ck_arena *a, void *p, size_t n)
+{
+    n = (n + 7u) & ~(size_t)7u;
+    if (!p || n == 0 || n > CK_FREE_MAX) return;
+    *(void **)p = a->freel[n / 8u];
+    a->freel[n / 8u] = p;
+}
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);
 /* Memory held outside the arena but counted against its limit: 0, or -1

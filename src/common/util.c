@@ -82,13 +82,6 @@ int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err)
 
 /* ---- arena ------------------------------------------------------------- */
 
-struct ck_block {
-    ck_block *next;
-    size_t used, cap;
-    bool mapped; /* from mmap: munmap it */
-    max_align_t data[];
-};
-
 #define CK_BLOCK_MIN ((size_t)64 << 10)
 #define CK_HUGE ((size_t)2 << 20)
 
@@ -142,17 +135,11 @@ static bool ck_mem_fits(ck_arena *a, uint64_t n)
     return true;
 }
 
-void *ck_alloc(ck_arena *a, size_t n)
+void *ck_alloc_slow(ck_arena *a, size_t n)
 {
     if (n > SIZE_MAX - 8) return NULL;
     n = (n + 7u) & ~(size_t)7u;
     if (n == 0) n = 8;
-    if (n <= CK_FREE_MAX && a->freel[n / 8u]) { /* one given back: reuse it */
-        void **p = a->freel[n / 8u];
-        a->freel[n / 8u] = *p;
-        memset(p, 0, n);
-        return p;
-    }
     ck_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         /* a big one-off allocation gets a block of its own size, so that
@@ -211,15 +198,6 @@ bool ck_alloc_undo(ck_arena *a, void *p, size_t n)
     memset(p, 0, n);
     b->used -= n;
     return true;
-}
-
-void ck_free_small(ck_arena *a, void *p, size_t n)
-{
-    n = (n + 7u) & ~(size_t)7u;
-    if (!p || n == 0 || n > CK_FREE_MAX) return;
-    if (ck_alloc_undo(a, p, n)) return; /* the latest allocation: back to the block */
-    *(void **)p = a->freel[n / 8u];
-    a->freel[n / 8u] = p;
 }
 
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n)

@@ -64,7 +64,9 @@ struct ck_machine {
     const ck_pickle_in *in;
     ckpt_error *err;
     const uint8_t *p, *end;
-    int64_t op_pos; /* file offset of the current opcode */
+    const uint8_t *opp;  /* the current opcode (its file offset: op_pos()) */
+    uint64_t max_stack;  /* the limits, read once */
+    uint64_t memo_limit; /* keys below max_memo + the pickle's length */
     ckpt_value **stack;
     size_t sp, scap;
     size_t *marks;
@@ -90,7 +92,14 @@ struct ck_machine {
 };
 typedef struct ck_machine machine;
 
-#define FAIL(code, ...) ck_fail(m->err, code, m->op_pos, __VA_ARGS__)
+/* File offset of the current opcode (for errors, notes and hooks). */
+static int64_t op_pos(const machine *m)
+{
+    int64_t at = (int64_t)(m->opp - m->in->buf);
+    return m->in->base >= 0 ? m->in->base + at : at;
+}
+
+#define FAIL(code, ...) ck_fail(m->err, code, op_pos(m), __VA_ARGS__)
 #define PFAIL(...) FAIL(CKPT_E_PICKLE, __VA_ARGS__)
 #define OOM() FAIL(CKPT_E_NOMEM, "out of memory")
 
@@ -114,7 +123,7 @@ static int nested_bytes(machine *m, const ckpt_value *v, const char *callee)
     ck_nested *n = &m->u->nested[m->u->nnested++];
     n->bytes = v;
     n->label = m->in->label;
-    n->pos = m->op_pos;
+    n->pos = op_pos(m);
     n->callee = callee;
     return 0;
 }
@@ -151,10 +160,14 @@ static int copied(machine *m, uint64_t words)
     return 0;
 }
 
-static int push(machine *m, ckpt_value *v)
+static CK_HOT int push(machine *m, ckpt_value *v)
 {
+    if (v && m->sp < m->scap && (uint64_t)m->sp + m->nmarks < m->max_stack) {
+        m->stack[m->sp++] = v; /* the common case */
+        return 0;
+    }
     if (!v) return OOM();
-    if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack) /* every push, not only when growing */
+    if ((uint64_t)m->sp + m->nmarks >= m->max_stack) /* every push, not only when growing */
         return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)", m->u->opt->max_stack);
     if (m->sp == m->scap) {
         CK_TRY(mgrow(m, (void **)&m->stack, &m->scap, m->sp + 1, sizeof *m->stack));
@@ -203,7 +216,7 @@ static int need(machine *m, size_t n)
         m->need_more = 1;
         return -1;
     }
-    return ck_fail(m->err, CKPT_E_PICKLE, m->op_pos,
+    return ck_fail(m->err, CKPT_E_PICKLE, op_pos(m),
                    "truncated pickle: opcode needs %zu bytes, %zu remain", n,
                    (size_t)(m->end - m->p));
 }
@@ -280,11 +293,27 @@ static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value
 /* An array indexed by key, as CPython's own unpickler keeps it; keys must be
  * below max_memo, so a hostile key cannot ask for a huge array. */
 
-static int memo_put(machine *m, uint64_t key)
+static int memo_put_slow(machine *m, uint64_t key);
+
+/* PUT/BINPUT/LONG_BINPUT/MEMOIZE: with elision, a key no GET fetches
+ * (nearly every one) costs a bit set, inline. */
+static CK_HOT int memo_put(machine *m, uint64_t key)
+{
+    if (m->elide && key < m->memo_limit && key / 64 < m->cap_pw && m->sp > fence(m)) {
+        size_t w = (size_t)(key / 64);
+        uint64_t bit = (uint64_t)1 << (key % 64);
+        if (!(m->putbits[w] & bit)) m->mcount++;
+        m->putbits[w] |= bit;
+        if (w >= m->nfw || !(m->fetched[w] & bit)) return 0;
+    }
+    return memo_put_slow(m, key);
+}
+
+static int memo_put_slow(machine *m, uint64_t key)
 {
     /* a pickler numbers its memo entries one per memoizing opcode, so an
      * honest key is below the pickle's length; max_memo is the slack */
-    uint64_t limit = (uint64_t)m->u->opt->max_memo + m->in->len;
+    uint64_t limit = m->memo_limit;
     if (key >= limit && m->in->more) { /* a window of a longer pickle: decide on the whole */
         m->need_more = 1;
         return -1;
@@ -350,16 +379,16 @@ static int memo_get(machine *m, uint64_t key)
  * follow (an unknown opcode, a GET key it cannot read, a truncated argument)
  * turns elision off, and the pickle runs with the whole memo as before. */
 
-/* Pickles shorter than this run with the whole memo: too few temporaries
- * to be worth a second pass. */
-#define CK_PRESCAN_MIN ((size_t)64 << 10)
-
-static int fetch_key(machine *m, uint64_t key)
+static inline int fetch_key(machine *m, uint64_t key)
 {
-    uint64_t limit = (uint64_t)m->u->opt->max_memo + m->in->len;
-    if (key >= limit) return 0; /* never defined: memo_put refuses such keys */
+    if (key >= m->memo_limit) return 0; /* never defined: memo_put refuses such keys */
     size_t w = (size_t)(key / 64);
-    if (w >= m->cap_fw) {
+    if (w < m->cap_fw) {
+        if (w >= m->nfw) m->nfw = w + 1;
+        m->fetched[w] |= (uint64_t)1 << (key % 64);
+        return 0;
+    }
+    {
         size_t old = m->cap_fw;
         CK_TRY(mgrow(m, (void **)&m->fetched, &m->cap_fw, w + 1, sizeof *m->fetched));
         memset(m->fetched + old, 0, (m->cap_fw - old) * sizeof *m->fetched);
@@ -369,133 +398,115 @@ static int fetch_key(machine *m, uint64_t key)
     return 0;
 }
 
+/* What follows the opcodes prescan() does not simply skip (see `fixed`
+ * there), as run() reads it. */
+enum {
+    PS_BAD = 0, /* unknown, EXT*, NEXT_BUFFER: run() stops there */
+    PS_L1,      /* a 1-, 4- or 8-byte length, then that many bytes */
+    PS_L4,
+    PS_L8,
+    PS_LINE, /* one or two newline-terminated lines */
+    PS_LINE2,
+    PS_GETLINE, /* GET, BINGET, LONG_BINGET: a key fetched */
+    PS_GET1,
+    PS_GET4,
+    PS_STOP
+};
+static const uint8_t ps_class[256] = {
+    ['.'] = PS_STOP,  [0x8a] = PS_L1,     ['U'] = PS_L1,   ['C'] = PS_L1,   [0x8c] = PS_L1,
+    [0x8b] = PS_L4,   ['T'] = PS_L4,      ['X'] = PS_L4,   ['B'] = PS_L4,   [0x8d] = PS_L8,
+    [0x8e] = PS_L8,   [0x96] = PS_L8,     ['I'] = PS_LINE, ['L'] = PS_LINE, ['F'] = PS_LINE,
+    ['S'] = PS_LINE,  ['V'] = PS_LINE,    ['p'] = PS_LINE, ['P'] = PS_LINE, ['c'] = PS_LINE2,
+    ['i'] = PS_LINE2, ['g'] = PS_GETLINE, ['h'] = PS_GET1, ['j'] = PS_GET4,
+};
+
+/* GET's text key as parse_decimal() reads it: 0 and *key, or -1. */
+static int get_line_key(const uint8_t *q, const uint8_t *nl, uint64_t *key)
+{
+    bool neg = false;
+    *key = 0;
+    if (q < nl && (*q == '-' || *q == '+')) neg = *q++ == '-';
+    if (q == nl || nl - q > 18) return -1;
+    for (; q < nl; q++) {
+        if (*q < '0' || *q > '9') return -1;
+        *key = *key * 10 + (uint64_t)(*q - '0');
+    }
+    return neg && *key ? -1 : 0; /* run() refuses a negative key */
+}
+
 /* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
 static int prescan(machine *m)
 {
+    /* bytes an opcode with no or a fixed argument takes (0: the others) */
+    static const uint8_t fixed[256] = {
+        ['('] = 1,  ['0'] = 1,  ['1'] = 1,  ['2'] = 1,  ['N'] = 1,  [0x88] = 1, [0x89] = 1,
+        [')'] = 1,  [']'] = 1,  ['}'] = 1,  [0x8f] = 1, ['t'] = 1,  ['l'] = 1,  [0x91] = 1,
+        ['d'] = 1,  [0x85] = 1, [0x86] = 1, [0x87] = 1, ['a'] = 1,  ['e'] = 1,  ['s'] = 1,
+        ['u'] = 1,  [0x90] = 1, ['b'] = 1,  [0x94] = 1, ['o'] = 1,  ['R'] = 1,  [0x81] = 1,
+        [0x92] = 1, ['Q'] = 1,  [0x93] = 1, [0x98] = 1, ['K'] = 2,  ['q'] = 2,  [0x80] = 2,
+        ['M'] = 3,  ['J'] = 5,  ['r'] = 5,  ['G'] = 9,  [0x95] = 9,
+    };
     const uint8_t *p = m->in->buf, *end = p + m->in->len;
     while (p < end) {
-        uint8_t op = *p++;
-        size_t avail = (size_t)(end - p), w = 0;
-        uint64_t len;
-        switch (op) {
-        case '.': goto done; /* STOP: the machine reads no further */
-        case '(':
-        case '0':
-        case '1':
-        case '2':
-        case 'N':
-        case 0x88:
-        case 0x89:
-        case ')':
-        case ']':
-        case '}':
-        case 0x8f:
-        case 't':
-        case 'l':
-        case 0x91:
-        case 'd':
-        case 0x85:
-        case 0x86:
-        case 0x87:
-        case 'a':
-        case 'e':
-        case 's':
-        case 'u':
-        case 0x90:
-        case 'b':
-        case 0x94:
-        case 'o':
-        case 'R':
-        case 0x81:
-        case 0x92:
-        case 'Q':
-        case 0x93:
-        case 0x98: continue;
-        case 'K':
-        case 'q':
-        case 0x80: w = 1; break;
-        case 'M': w = 2; break;
-        case 'J':
-        case 'r': w = 4; break;
-        case 'G':
-        case 0x95: w = 8; break;
-        case 'h':
+        uint8_t op = *p;
+        if (fixed[op]) { /* most opcodes: the argument is checked once, below */
+            p += fixed[op];
+            continue;
+        }
+        m->opp = p++; /* for errors */
+        size_t avail = (size_t)(end - p);
+        uint64_t len, key;
+        switch (ps_class[op]) {
+        case PS_GET1:
             if (avail < 1) return 0;
             CK_TRY(fetch_key(m, p[0]));
             p += 1;
             continue;
-        case 'j':
+        case PS_GET4:
             if (avail < 4) return 0;
             CK_TRY(fetch_key(m, ck_le32(p)));
             p += 4;
             continue;
-        case 0x8a: /* LONG1 */
+        case PS_L1:
             if (avail < 1 || avail - 1 < p[0]) return 0;
             p += 1 + p[0];
             continue;
-        case 0x8b: { /* LONG4 */
+        case PS_L4:
             if (avail < 4) return 0;
-            int32_t ln = (int32_t)ck_le32(p);
-            if (ln < 0 || avail - 4 < (size_t)ln) return 0;
-            p += 4 + (size_t)ln;
+            len = ck_le32(p);
+            if (op == 0x8b && len > INT32_MAX) return 0; /* LONG4: negative */
+            if (len > avail - 4) return 0;
+            p += 4 + (size_t)len;
             continue;
-        }
-        case 'T':
-        case 'X':
-        case 'B':
-        case 0x8d:
-        case 0x8e:
-        case 0x96:
-        case 'U':
-        case 'C':
-        case 0x8c: {
-            w = (op == 'U' || op == 'C' || op == 0x8c)     ? 1
-                : (op == 0x8d || op == 0x8e || op == 0x96) ? 8
-                                                           : 4;
-            if (avail < w) return 0;
-            len = w == 1 ? p[0] : w == 4 ? ck_le32(p) : ck_le64(p);
-            if (len > avail - w) return 0;
-            p += w + (size_t)len;
+        case PS_L8:
+            if (avail < 8) return 0;
+            len = ck_le64(p);
+            if (len > avail - 8) return 0;
+            p += 8 + (size_t)len;
             continue;
-        }
-        case 'I':
-        case 'L':
-        case 'F':
-        case 'S':
-        case 'V':
-        case 'p':
-        case 'P':
-        case 'g':
-        case 'c':
-        case 'i': {
-            int lines = op == 'c' || op == 'i' ? 2 : 1;
-            for (int k = 0; k < lines; k++) {
-                const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
-                if (!nl) return 0;
-                if (op == 'g') { /* GET: a decimal key as parse_decimal reads it */
-                    const uint8_t *q = p;
-                    bool neg = false;
-                    uint64_t key = 0;
-                    if (q < nl && (*q == '-' || *q == '+')) neg = *q++ == '-';
-                    if (q == nl || nl - q > 18) return 0;
-                    for (; q < nl; q++) {
-                        if (*q < '0' || *q > '9') return 0;
-                        key = key * 10 + (uint64_t)(*q - '0');
-                    }
-                    if (neg && key) return 0; /* run() refuses it */
-                    CK_TRY(fetch_key(m, key));
-                }
+        case PS_LINE:
+        case PS_LINE2:
+        case PS_GETLINE: {
+            const uint8_t *nl = memchr(p, '\n', avail);
+            if (!nl) return 0;
+            if (ps_class[op] == PS_GETLINE) {
+                if (get_line_key(p, nl, &key)) return 0;
+                CK_TRY(fetch_key(m, key));
+            }
+            p = nl + 1;
+            if (ps_class[op] == PS_LINE2) {
+                if (!(nl = memchr(p, '\n', (size_t)(end - p)))) return 0;
                 p = nl + 1;
             }
             continue;
         }
-        default: return 0; /* EXT*, NEXT_BUFFER, unknown: run() stops there */
+        case PS_STOP: goto done; /* the machine reads no further */
+        default: return 0;
         }
-        if (avail < w) return 0;
-        p += w;
     }
-    return 0; /* no STOP: run() fails; keep the memo as it is */
-done:;
+    return 0; /* no STOP (or a fixed argument cut short): run() fails; keep the memo */
+done:
+    m->opp = m->in->buf;
     /* rank per word, and the memo's room: one slot per fetched key */
     size_t total = 0;
     if (m->nfw) {
@@ -874,7 +885,7 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     r->module = g->u.g->module;
     r->name = g->u.g->name;
     r->pickle = m->in->label;
-    r->offset = m->op_pos;
+    r->offset = op_pos(m);
     r->called = 0;
     g->u.g->gref = m->u->nglobals++;
     return push(m, g);
@@ -896,7 +907,7 @@ static int record_act(machine *m, const char *what)
     r->module = "<pickle>";
     r->name = name;
     r->pickle = m->in->label;
-    r->offset = m->op_pos;
+    r->offset = op_pos(m);
     r->called = 1; /* it acts while loading, as a call would */
     return 0;
 }
@@ -1188,10 +1199,10 @@ static int build(machine *m, ckpt_value *target, ckpt_value *state)
 
 static int run(machine *m, ckpt_value **result)
 {
-    const uint8_t *buf = m->in->buf;
     uint64_t ops = 0;
+    const uint64_t max_ops = m->u->opt->max_ops;
     for (;;) {
-        m->op_pos = m->in->base >= 0 ? m->in->base + (int64_t)(m->p - buf) : (int64_t)(m->p - buf);
+        m->opp = m->p;
         if (m->p >= m->end) {
             if (m->in->more) {
                 m->need_more = 1;
@@ -1199,7 +1210,7 @@ static int run(machine *m, ckpt_value **result)
             }
             return PFAIL("pickle ends without STOP");
         }
-        if (++ops > m->u->opt->max_ops)
+        if (++ops > max_ops)
             return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes (max_ops)",
                         (unsigned long long)m->u->opt->max_ops);
         uint8_t op = *m->p++;
@@ -1347,7 +1358,7 @@ static int run(machine *m, ckpt_value **result)
             if (k == CKPT_V_BYTES && len >= 3 && sp[0] == 0x80 && sp[1] <= 5 && sp[len - 1] == '.')
                 CK_TRY(ck_note(m->u,
                                "%s: bytes at byte %lld hold a pickle (a pickle inside a pickle)",
-                               m->in->label, (long long)m->op_pos));
+                               m->in->label, (long long)op_pos(m)));
             CK_TRY(push(m, ck_new_str(m->u, k, (const char *)sp, (size_t)len)));
             if (k == CKPT_V_BYTES) CK_TRY(nested_bytes(m, m->stack[m->sp - 1], NULL));
             m->p += w + (size_t)len;
@@ -1559,7 +1570,7 @@ static int run(machine *m, ckpt_value **result)
             }
             if (!m->u->hooks.persistent_load)
                 return PFAIL("persistent id in a pickle that cannot have one");
-            v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, m->op_pos, m->err);
+            v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, op_pos(m), m->err);
             if (!v) return -1;
             if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
                 pin(v);
@@ -1573,7 +1584,7 @@ static int run(machine *m, ckpt_value **result)
             if (m->p[0] > 5) return PFAIL("unsupported pickle protocol %u", m->p[0]);
             if (m->proto_seen++)
                 CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld", m->in->label,
-                               (long long)m->op_pos));
+                               (long long)op_pos(m)));
             m->p += 1;
             break;
         case 0x95: /* FRAME: a hint, the data follows inline */
@@ -1612,6 +1623,9 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     m.in = in;
     m.no_args.kind = CKPT_V_TUPLE;
     m.no_args.aux2 = PINNED;
+    m.max_stack = u->opt->max_stack;
+    m.memo_limit = (uint64_t)u->opt->max_memo + in->len;
+    m.opp = in->buf;
     m.err = err;
     m.p = in->buf;
     m.end = in->buf + in->len;
@@ -1620,7 +1634,9 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     ck_mem_allow(u->arena, u->opt->max_memory, u->input_size, u->pickle_bytes + in->len);
     int r = 0;
     /* scanners keep pointers to bytes values (u->nested): no elision */
-    if (!in->more && in->len >= CK_PRESCAN_MIN && !u->opt->scan_all_pickles) r = prescan(&m);
+    /* every pickle held whole, small ones too: the fuzz targets and tests
+     * then run the same machine that reads big checkpoints */
+    if (!in->more && !u->opt->scan_all_pickles) r = prescan(&m);
     if (r == 0) r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
     if (r == 1) u->nnested = first_nested; /* the retry records them again */
@@ -1654,7 +1670,7 @@ ck_unpickler *ck_machine_unpickler(ck_machine *m)
 }
 int64_t ck_machine_pos(const ck_machine *m)
 {
-    return m->op_pos;
+    return op_pos(m);
 }
 ckpt_error *ck_machine_err(ck_machine *m)
 {
@@ -1668,7 +1684,7 @@ int ck_machine_fail(ck_machine *m, ckpt_code code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return ck_fail(m->err, code, m->op_pos, "%s", buf);
+    return ck_fail(m->err, code, op_pos(m), "%s", buf);
 }
 
 int ck_machine_copied(ck_machine *m, uint64_t words)

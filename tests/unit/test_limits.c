@@ -443,9 +443,10 @@ static void memory(void)
     expect("max_memory 0 (none)", &b, &opt, CKPT_OK, NULL);
     opt.max_memory = 4u << 20;
     expect("max_memory 4 MiB", &b, &opt, CKPT_OK, NULL);
-    /* a memo key far out charges a big memo array: refused at its opcode */
+    /* a memo key far out charges its memo room (a bit a key when no GET
+     * asks for it, a pointer a key otherwise): refused at its opcode */
     reset(&b);
-    PUTL(&b, "\x80\x02Nr\x00\x00\x30\x00.");
+    PUTL(&b, "\x80\x02Nr\x00\x00\x00\x01.");
     opt.max_memory = 1u << 20;
     opt.max_memo = 1u << 30;
     ckpt_code got = run(&b, &opt, &err, NULL);
@@ -454,6 +455,16 @@ static void memory(void)
           (long long)err.offset);
     opt.max_memory = 64u << 20;
     expect("memo array within max_memory", &b, &opt, CKPT_OK, NULL);
+    /* a GET of a far key: the first pass charges the room for it */
+    reset(&b);
+    PUTL(&b, "\x80\x02Nr\x00\x00\x00\x01j\x00\x00\x00\x01.");
+    opt.max_memory = 1u << 20;
+    got = run(&b, &opt, &err, NULL);
+    CHECK(got == CKPT_E_LIMIT && err.offset == 8 && strstr(err.message, "memory limit"),
+          "fetched memo key past max_memory: %s %s (byte %lld)", ckpt_code_name(got), err.message,
+          (long long)err.offset);
+    opt.max_memory = 64u << 20;
+    expect("fetched memo key within max_memory", &b, &opt, CKPT_OK, NULL);
 
     /* the default holds for a 16 MiB crafted pickle: (]]]...]e repeated */
     reset(&b);
