@@ -3,9 +3,13 @@
  * src/torch or src/formats): no checkpoint, no ckpt_file.  The input is run
  * by ck_pickle_run() as one pickle with hooks that exercise every hook path:
  * find_class tags the globals of module "torch*", reduce interprets a call
- * of a tagged global with one argument as that argument and declines the
- * rest (inert objects), persistent_load returns the pid.  The value tree is
- * then walked through the public accessors, bounded.
+ * of a tagged global with one argument as that argument, with two as a new
+ * number that keeps nothing of them (ck_machine_consumed: the machine gives
+ * the arguments back, as it does after a tensor rebuild), and declines the
+ * rest (inert objects); persistent_load returns a new storage value for a
+ * pair (the pid is given back) and the pid itself otherwise.  The value
+ * tree is then walked through the public accessors, bounded: under ASan a
+ * value given back too early is poisoned, and reading it is a report.
  *
  * The same bytes are first offered cut in half with `more` set: the machine
  * must either finish, fail cleanly, or ask for more (1) - never read past
@@ -32,6 +36,13 @@ static int reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *arg
         *out = args->u.seq.v[0];
         return 0;
     }
+    if (args->u.seq.n == 2) {
+        if (!(*out = ck_new(ck_machine_unpickler(m), CKPT_V_INT)))
+            return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+        (*out)->u.i = (int64_t)args->u.seq.n;
+        ck_machine_consumed(m, args);
+        return 0;
+    }
     if (args->u.seq.n == 3)
         return ck_machine_fail(m, CKPT_E_PICKLE, "hook refuses three arguments");
     return 1;
@@ -39,9 +50,12 @@ static int reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value *arg
 
 static ckpt_value *persistent_load(void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
 {
-    (void)ud;
     (void)pos;
-    (void)err;
+    if (pid->kind == CKPT_V_TUPLE && pid->u.seq.n == 2) {
+        ckpt_value *v = ck_new(ud, CKPT_V_STORAGE);
+        if (!v) ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        return v;
+    }
     return pid;
 }
 
@@ -82,6 +96,7 @@ static int run(const uint8_t *data, size_t size, bool more, ckpt_value **v, size
     u.hooks.find_class = find_class;
     u.hooks.reduce = reduce;
     u.hooks.persistent_load = persistent_load;
+    u.hooks.pl_ud = &u;
     ck_pickle_in in = {.buf = data, .len = size, .more = more, .base = 0, .label = "fuzz"};
     memset(err, 0, sizeof *err);
     int r = ck_pickle_run(&u, &in, v, used, err);

@@ -72,6 +72,23 @@ static inline uint64_t ck_le64(const uint8_t *p)
 /* ---- arena: every value, name and table of one open file --------------- */
 typedef struct ck_block ck_block;
 #define CK_FREE_MAX 256u /* largest allocation ck_free_small() keeps */
+/* Under ASan a block given back is poisoned until reused: a value read
+ * after the machine gave it back is reported, not silently misread. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CK_ASAN 1
+#endif
+#endif
+#ifdef CK_ASAN
+#include <sanitizer/asan_interface.h>
+#define CK_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define CK_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define CK_POISON(p, n) ((void)(p), (void)(n))
+#define CK_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 #define CK_FREE_CLASSES (CK_FREE_MAX / 8u + 1u)
 typedef struct ck_arena {
     ck_block *head;
@@ -99,6 +116,7 @@ static inline void *ck_alloc(ck_arena *a, size_t n)
         n = (n + 7u) & ~(size_t)7u;
         void **f = (void **)a->freel[n / 8u];
         if (f) {
+            CK_UNPOISON(f, n);
             a->freel[n / 8u] = *f;
             memset(f, 0, n);
             return f;
@@ -129,6 +147,7 @@ static inline void ck_free_small(ck_arena *a, void *p, size_t n)
     if (!p || n == 0 || n > CK_FREE_MAX) return;
     *(void **)p = a->freel[n / 8u];
     a->freel[n / 8u] = p;
+    CK_POISON(p, n);
 }
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
 void ck_arena_free(ck_arena *a);

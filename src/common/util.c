@@ -222,6 +222,7 @@ void ck_arena_free(ck_arena *a)
     ck_block *b = a->head;
     while (b) {
         ck_block *n = b->next;
+        CK_UNPOISON(b->data, b->cap); /* blocks given back to the system clean */
         if (b->mapped)
             munmap(b, sizeof(ck_block) + b->cap);
         else
