@@ -5,6 +5,9 @@
  * what a call to an unknown callable returns are asked of hooks, in the
  * manner of Python's Unpickler (find_class, persistent_load) plus `reduce`
  * (interpret a call, or decline and leave an inert object) and `on_global`.
+ * A pickle held whole keeps only the memo entries a GET fetches, and gives
+ * back the arguments of calls whose hook kept nothing of them
+ * (ck_machine_consumed): see "memo elision" in pickle.c.
  * Needs only common/.  Not installed.
  */
 #ifndef CKPT_PICKLE_H
