@@ -5,6 +5,8 @@
 #
 #   diff        a failed write to stdout is trouble (exit 2, one line), not
 #               "differ" (1)
+#   unreadable  convert names each unreadable tensor and why (the reason
+#               'ckpt ls --json' gives), not "no dtype"
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
 # group needs is missing.
@@ -54,10 +56,67 @@ group_diff() {
     fi
 }
 
+# ---------------------------------------------------------------------------
+# the unreadable tensors of FILE as "name<TAB>reason", from ls --json
+unreadable_of() {
+    "$CKPT" ls --json "$1" | "$PY" -c '
+import json, sys
+for t in json.load(sys.stdin)["tensors"]:
+    if t.get("readable", True) is False:
+        print(t["name"] + "\t" + t["reason"])
+'
+}
+
+group_unreadable() {
+    for f in kinds/meta_t1.pt kinds/meta_t2.pt kinds/mixed_t1.pt kinds/mixed_t2_legacy.pt \
+             kinds/nested_t2.pt; do
+        unreadable_of "$FIX/$f" >"$TMP/u"
+        # torch's own answer: which tensors have no data
+        "$PY" -c '
+import json, sys
+exp = json.load(open(sys.argv[1]))
+names = sorted(t["name"] for t in exp["tensors"] if t.get("readable", True) is False)
+got = sorted(l.split("\t")[0] for l in open(sys.argv[2]).read().splitlines())
+sys.exit(0 if names and names == got else 1)
+' "$FIX/$f.expected.json" "$TMP/u"
+        check $? "$f: ls --json marks the tensors torch saved without data unreadable"
+        "$CKPT" convert "$FIX/$f" "$TMP/out.safetensors" >"$TMP/o" 2>"$TMP/e"
+        st=$?
+        [ $st = 1 ] && [ "$(lines "$TMP/e")" = 1 ] && [ ! -e "$TMP/out.safetensors" ]
+        check $? "$f: convert refuses it (exit 1, one line, no OUT; got $st)"
+        ! grep -q 'no dtype' "$TMP/e"
+        check $? "$f: the message does not say 'no dtype' for them"
+        all=0
+        while IFS="	" read -r name why; do
+            grep -qF "$name ($why)" "$TMP/e" || all=1
+        done <"$TMP/u"
+        check $all "$f: the message names each with its reason: $(cat "$TMP/e")"
+        grep -q 'that cannot be read' "$TMP/e" && grep -q -- '--skip-unsupported' "$TMP/e"
+        check $? "$f: the message says they cannot be read and how to leave them out"
+
+        "$CKPT" convert --skip-unsupported "$FIX/$f" "$TMP/out.safetensors" >"$TMP/o" 2>"$TMP/e"
+        check $? "$f: convert --skip-unsupported succeeds"
+        all=0
+        while IFS="	" read -r name why; do
+            grep -qF "$name ($why)" "$TMP/e" || all=1
+            "$CKPT" ls --json "$TMP/out.safetensors" | "$PY" -c '
+import json, sys
+sys.exit(1 if any(t["name"] == sys.argv[1] for t in json.load(sys.stdin)["tensors"]) else 0)
+' "$name" || all=1
+        done <"$TMP/u"
+        check $all "$f: --skip-unsupported leaves them out and its warning names them with why"
+        rm -f "$TMP/out.safetensors"
+    done
+    # a tensor safetensors has no dtype for keeps its message
+    "$CKPT" convert --skip-unsupported "$FIX/kinds/mixed_t1.pt" "$TMP/out.safetensors" 2>"$TMP/e"
+    grep -q 'no dtype for: q (quint8)' "$TMP/e"
+    check $? "mixed_t1.pt: the quantized tensor without a safetensors dtype is still 'no dtype'"
+}
+
 case $GROUP in
-diff) "group_$GROUP" ;;
+diff | unreadable) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR diff" >&2
+    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable" >&2
     exit 2
     ;;
 esac
