@@ -7,6 +7,9 @@
 #               "differ" (1)
 #   unreadable  convert names each unreadable tensor and why (the reason
 #               'ckpt ls --json' gives), not "no dtype"
+#   show        show --json has TorchScript's "constants" and "extra", as
+#               torch saved them (constants.txt recorded from torch.jit.load;
+#               the extra files are the archive's extra/ records)
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
 # group needs is missing.
@@ -113,10 +116,75 @@ sys.exit(1 if any(t["name"] == sys.argv[1] for t in json.load(sys.stdin)["tensor
     check $? "mixed_t1.pt: the quantized tensor without a safetensors dtype is still 'no dtype'"
 }
 
+# ---------------------------------------------------------------------------
+group_show() {
+    S=$FIX/script
+    for f in consts_t1.pt consts_t2.pt; do
+        "$CKPT" show --json "$S/$f" >"$TMP/o" 2>"$TMP/e"
+        check $? "show --json $f exits 0"
+        # torch.jit.load's constants table, recorded: "dtype numel hex" per line
+        "$PY" -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+want = [l.split() for l in open(sys.argv[2]).read().splitlines()]
+c = v.get("constants")
+ok = isinstance(c, list) and len(c) == len(want) and "$object" in v and "state" in v
+for t, (dt, numel, _) in zip(c or [], want):
+    n = 1
+    for d in t.get("shape", []): n *= d
+    ok = ok and t.get("dtype") == dt and n == int(numel)
+sys.exit(0 if ok else 1)
+' "$TMP/o" "$S/$f.constants.txt"
+        check $? "show --json $f: \"constants\" holds torch's constants (dtype, size), beside the module"
+        grep -q '^  "constants": \[$' "$TMP/o"
+        check $? "show --json $f: \"constants\" is a member of the root object, indented as one"
+    done
+    for f in model_t1.pt model_t2.pt; do
+        "$CKPT" show --json "$S/$f" >"$TMP/o" 2>"$TMP/e"
+        check $? "show --json $f exits 0"
+        "$PY" -c '
+import base64, json, sys, zipfile
+v = json.load(open(sys.argv[1]))
+z = zipfile.ZipFile(sys.argv[2])
+want = {}
+for n in z.namelist():
+    parts = n.split("/")
+    if len(parts) == 3 and parts[1] == "extra":
+        want[parts[2]] = z.read(n)
+e = v.get("extra")
+got = {k: base64.b64decode(x["$bytes"]) for k, x in (e or {}).items()}
+sys.exit(0 if want and got == want and "constants" not in v else 1)
+' "$TMP/o" "$S/$f"
+        check $? "show --json $f: \"extra\" holds every _extra_files record's bytes"
+    done
+    # several files: JSON Lines, the members inside "value"
+    "$CKPT" show --json "$S/model_t1.pt" "$S/consts_t1.pt" "$FIX/dtypes_zip.pt" >"$TMP/o" 2>"$TMP/e"
+    check $? "show --json of three files exits 0"
+    "$PY" -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ok = len(rows) == 3
+ok = ok and "extra" in rows[0]["value"] and "constants" not in rows[0]["value"]
+ok = ok and "constants" in rows[1]["value"] and "extra" not in rows[1]["value"]
+ok = ok and "constants" not in rows[2]["value"] and "extra" not in rows[2]["value"]
+sys.exit(0 if ok else 1)
+' "$TMP/o"
+    check $? "show --json of several files: \"constants\"/\"extra\" in each TorchScript's \"value\" only"
+    # the text show prints the same parts
+    "$CKPT" show "$S/model_t1.pt" | grep -q '^extra files:$'
+    check $? "show (text) still prints the extra files"
+    # a failed write leaves nothing half-written: exit 1, one line
+    if [ -w /dev/full ]; then
+        "$CKPT" show --json "$S/model_t1.pt" >/dev/full 2>"$TMP/e"
+        [ $? = 1 ] && [ "$(lines "$TMP/e")" = 1 ]
+        check $? "show --json >/dev/full: exit 1, one line"
+    fi
+}
+
 case $GROUP in
-diff | unreadable) "group_$GROUP" ;;
+diff | unreadable | show) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable" >&2
+    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show" >&2
     exit 2
     ;;
 esac
