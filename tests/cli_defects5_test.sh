@@ -10,6 +10,8 @@
 #   show        show --json has TorchScript's "constants" and "extra", as
 #               torch saved them (constants.txt recorded from torch.jit.load;
 #               the extra files are the archive's extra/ records)
+#   stale       convert --force into a folder of an earlier export removes its
+#               leftover shards, index or model.safetensors, and nothing else
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
 # group needs is missing.
@@ -181,10 +183,93 @@ sys.exit(0 if ok else 1)
     fi
 }
 
+# ---------------------------------------------------------------------------
+group_stale() {
+    F=$FIX/dtypes_zip.pt # 14 tensors, complex128 left out: 13 in 552 bytes
+    D=$TMP/out
+    conv() { "$CKPT" convert --skip-unsupported "$@" "$F" "$D/" 2>"$TMP/e"; }
+    listing() { (cd "$D" && ls -A | LC_ALL=C sort | tr '\n' ' '); }
+    conv --max-shard-size 100
+    check $? "convert into a new folder: 7 shards"
+    [ "$(ls "$D" | grep -c '^model-0000[1-7]-of-00007\.safetensors$')" = 7 ]
+    check $? "7 shards written: $(listing)"
+    # bystanders an earlier export did not write, some looking like it
+    : >"$D/notes.txt"
+    : >"$D/other.safetensors"
+    : >"$D/model-1-of-3.safetensors"
+    : >"$D/model-00002-of-00001.safetensors"
+    : >"$D/model-00001-of-00009.safetensors.bak"
+    : >"$D/pytorch_model-00001-of-00002.bin"
+    mkdir "$D/model-00001-of-00004.safetensors"
+    bystanders="model-00001-of-00004.safetensors model-00001-of-00009.safetensors.bak model-00002-of-00001.safetensors model-1-of-3.safetensors notes.txt other.safetensors pytorch_model-00001-of-00002.bin"
+    has_bystanders() {
+        for b in $bystanders; do [ -e "$D/$b" ] || return 1; done
+    }
+
+    conv --force --max-shard-size 200
+    check $? "--force, 3 shards over 7 exits 0"
+    [ "$(listing)" = "model-00001-of-00003.safetensors model-00001-of-00004.safetensors model-00001-of-00009.safetensors.bak model-00002-of-00001.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model-1-of-3.safetensors model.safetensors.index.json notes.txt other.safetensors pytorch_model-00001-of-00002.bin " ]
+    check $? "--force, 3 over 7: the 7 old shards are gone, the rest stays: $(listing)"
+    # the index and its shards agree, and every listed tensor reads back
+    "$PY" -c '
+import json, os, sys
+d = sys.argv[1]
+idx = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+shards = sorted(set(idx["weight_map"].values()))
+on_disk = sorted(n for n in os.listdir(d) if n.endswith(".safetensors") and n.startswith("model-0000") and os.path.isfile(os.path.join(d, n)) and n.endswith("-of-00003.safetensors"))
+sys.exit(0 if shards == on_disk and len(shards) == 3 else 1)
+' "$D"
+    check $? "the index lists exactly the shards on disk"
+    [ "$("$CKPT" ls "$D/" 2>/dev/null | tail -n +2 | wc -l)" = 13 ]
+    check $? "ckpt ls of the folder gives the 13 tensors"
+
+    conv --force
+    check $? "--force, one model.safetensors over 3 shards exits 0"
+    [ "$(listing)" = "model-00001-of-00004.safetensors model-00001-of-00009.safetensors.bak model-00002-of-00001.safetensors model-1-of-3.safetensors model.safetensors notes.txt other.safetensors pytorch_model-00001-of-00002.bin " ]
+    check $? "--force, one file over 3 shards: old shards and index gone: $(listing)"
+
+    conv --max-shard-size 200
+    check $? "without --force, 3 shards beside model.safetensors: written"
+    [ -f "$D/model.safetensors" ] && grep -q 'warning: model.safetensors, from an earlier export, is still there (--force removes it)' "$TMP/e"
+    check $? "without --force nothing is removed, a warning names it"
+    conv --force --max-shard-size 200
+    check $? "--force, 3 shards over 3 shards and model.safetensors exits 0"
+    [ ! -e "$D/model.safetensors" ] && [ -f "$D/model.safetensors.index.json" ] && has_bystanders
+    check $? "--force: the stale model.safetensors (transformers would load it first) is gone: $(listing)"
+
+    # symlinks named like a stale shard are removed as links, their target kept
+    : >"$TMP/target"
+    ln -s "$TMP/target" "$D/model-00001-of-00002.safetensors"
+    conv --force --max-shard-size 200
+    [ ! -e "$D/model-00001-of-00002.safetensors" ] && [ ! -L "$D/model-00001-of-00002.safetensors" ] && [ -f "$TMP/target" ]
+    check $? "a stale shard that is a symlink: the link goes, its target stays"
+    has_bystanders
+    check $? "after every run, nothing else in the folder was touched"
+
+    # a failed export (a damaged record, found while shards are written)
+    # removes nothing of the earlier one
+    "$PY" -c '
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+i = [i for i in z.infolist() if i.filename.endswith("/data/12")][0]
+b = bytearray(open(sys.argv[1], "rb").read())
+hdr = i.header_offset
+nlen = int.from_bytes(b[hdr + 26:hdr + 28], "little")
+xlen = int.from_bytes(b[hdr + 28:hdr + 30], "little")
+b[hdr + 30 + nlen + xlen] ^= 0xFF
+open(sys.argv[2], "wb").write(bytes(b))
+' "$F" "$TMP/bad.pt"
+    before=$(listing)
+    "$CKPT" convert --skip-unsupported --force --max-shard-size 100 "$TMP/bad.pt" "$D/" 2>"$TMP/e"
+    st=$?
+    [ $st = 1 ] && grep -q 'crc mismatch' "$TMP/e" && [ "$(listing)" = "$before" ]
+    check $? "a failed --force export removes nothing (exit $st): $(listing)"
+}
+
 case $GROUP in
-diff | unreadable | show) "group_$GROUP" ;;
+diff | unreadable | show | stale) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show" >&2
+    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show|stale" >&2
     exit 2
     ;;
 esac
