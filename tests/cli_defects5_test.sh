@@ -12,9 +12,12 @@
 #               the extra files are the archive's extra/ records)
 #   stale       convert --force into a folder of an earlier export removes its
 #               leftover shards, index or model.safetensors, and nothing else
+#   thread      convert of records over 64 KiB (the export's CRC thread) from
+#               a file torch writes here: the bytes are torch's (run under
+#               ThreadSanitizer this is the crash of session 4; needs torch)
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
-# group needs is missing.
+# group needs is missing (torch for thread).
 
 case $1 in /*) CKPT=$1 ;; *) CKPT=$(pwd)/$1 ;; esac
 SRC=$(cd "$2" && pwd)
@@ -266,10 +269,59 @@ open(sys.argv[2], "wb").write(bytes(b))
     check $? "a failed --force export removes nothing (exit $st): $(listing)"
 }
 
+# ---------------------------------------------------------------------------
+group_thread() {
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        echo "skip - /usr/bin/python3 cannot import torch"
+        exit 77
+    fi
+    /usr/bin/python3 -c '
+import sys, torch
+torch.manual_seed(0)
+w = torch.randn(100000)
+v = torch.randn(50000)
+sd = {"w": w, "v": v[::2], "s": torch.arange(20000, dtype=torch.int32)[::4], "small": torch.ones(3)}
+torch.save(sd, sys.argv[1])
+with open(sys.argv[2], "wb") as f:
+    for k in sorted(sd):
+        f.write(sd[k].contiguous().numpy().tobytes())
+' "$TMP/big.pt" "$TMP/want.bin"
+    check $? "torch writes a file with records of 200-400 KB"
+    for jobs in 1 4; do
+        "$CKPT" convert --jobs $jobs "$TMP/big.pt" "$TMP/out$jobs.safetensors" 2>"$TMP/e"
+        check $? "convert --jobs $jobs of it exits 0 $(cat "$TMP/e")"
+        "$PY" -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+got = b"".join(data[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]] for k in sorted(h) if k != "__metadata__")
+sys.exit(0 if got == open(sys.argv[2], "rb").read() else 1)
+' "$TMP/out$jobs.safetensors" "$TMP/want.bin"
+        check $? "convert --jobs $jobs: every tensor holds torch's bytes"
+    done
+    # a damaged record is found by the check (the thread's or the copy's)
+    "$PY" -c '
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+i = [i for i in z.infolist() if i.filename.endswith("/data/1")][0]
+b = bytearray(open(sys.argv[1], "rb").read())
+hdr = i.header_offset
+nlen = int.from_bytes(b[hdr + 26:hdr + 28], "little")
+xlen = int.from_bytes(b[hdr + 28:hdr + 30], "little")
+b[hdr + 30 + nlen + xlen + 1000] ^= 0xFF
+open(sys.argv[2], "wb").write(bytes(b))
+' "$TMP/big.pt" "$TMP/bad.pt"
+    "$CKPT" convert "$TMP/bad.pt" "$TMP/bad.safetensors" 2>"$TMP/e"
+    [ $? = 1 ] && grep -q 'crc mismatch' "$TMP/e" && [ ! -e "$TMP/bad.safetensors" ]
+    check $? "a damaged record over 64 KiB: crc mismatch, exit 1, no OUT"
+}
+
 case $GROUP in
-diff | unreadable | show | stale) "group_$GROUP" ;;
+diff | unreadable | show | stale | thread) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show|stale" >&2
+    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show|stale|thread" >&2
     exit 2
     ;;
 esac

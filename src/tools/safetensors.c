@@ -34,12 +34,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -433,7 +433,7 @@ typedef struct crc_job {
     uint32_t computed;
     int err; /* errno of a failed read (0: the file ended) */
     int threaded;
-    thrd_t thread;
+    pthread_t thread;
 } crc_job;
 
 enum { ST_COPY_RANGE = 0, ST_COPY_SENDFILE = 1, ST_COPY_RW = 2 };
@@ -822,10 +822,14 @@ static void crc_records(crc_job *j)
     free(buf);
 }
 
-static int crc_worker(void *arg)
+/* A POSIX thread, not C11's thrd_create(): ThreadSanitizer intercepts
+ * pthread_create() only, and a thread glibc starts for thrd_create() has no
+ * TSan state, so its first instrumented access crashed (google/sanitizers
+ * #1603).  zip.c's cursor lock is a pthread mutex too. */
+static void *crc_worker(void *arg)
 {
     crc_records(arg);
-    return 0;
+    return NULL;
 }
 
 /* Why the check failed, in one line; returns -1. */
@@ -868,7 +872,7 @@ static int crc_join(exporter *x, int abandon)
     else
         crc_records(j); /* help with what the worker has not started */
     if (j->threaded) {
-        thrd_join(j->thread, NULL);
+        pthread_join(j->thread, NULL);
         j->threaded = 0;
     }
     if (abandon) return -1;
@@ -880,7 +884,7 @@ static void crc_start(exporter *x)
     crc_job *j = x->job;
     if (!j || j->n == 0) return;
     /* without a thread, the main thread checks everything after the copy */
-    if (thrd_create(&j->thread, crc_worker, j) == thrd_success) j->threaded = 1;
+    if (pthread_create(&j->thread, NULL, crc_worker, j) == 0) j->threaded = 1;
 }
 
 static void crc_free(exporter *x)
