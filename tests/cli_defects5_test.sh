@@ -15,6 +15,8 @@
 #   thread      convert of records over 64 KiB (the export's CRC thread) from
 #               a file torch writes here: the bytes are torch's (run under
 #               ThreadSanitizer this is the crash of session 4; needs torch)
+#   bench       bench/link_read_all.sh links read_all against this build's
+#               libckpt.a (jansson, libarchive) and it reads a fixture
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
 # group needs is missing (torch for thread).
@@ -318,10 +320,30 @@ open(sys.argv[2], "wb").write(bytes(b))
     check $? "a damaged record over 64 KiB: crc mismatch, exit 1, no OUT"
 }
 
+# ---------------------------------------------------------------------------
+group_bench() {
+    B=$(dirname "$CKPT")
+    if [ ! -f "$B/libckpt.a" ]; then
+        echo "skip - no $B/libckpt.a"
+        exit 77
+    fi
+    sh "$SRC/bench/link_read_all.sh" "$B" "$TMP/read_all" 2>"$TMP/e"
+    check $? "bench/link_read_all.sh links read_all against libckpt.a $(head -c 300 "$TMP/e")"
+    want=$("$CKPT" ls --json "$FIX/dtypes_zip.pt" | "$PY" -c '
+import json, sys
+t = json.load(sys.stdin)["tensors"]
+print("%d tensors, %d bytes" % (len(t), sum(x["nbytes"] for x in t)))')
+    got=$("$TMP/read_all" "$FIX/dtypes_zip.pt" 2>&1)
+    [ "$got" = "$want" ]
+    check $? "read_all reads every tensor ($got; ls --json: $want)"
+    grep -q 'link_read_all.sh' "$SRC/bench/run.sh"
+    check $? "bench/run.sh links read_all through it"
+}
+
 case $GROUP in
-diff | unreadable | show | stale | thread) "group_$GROUP" ;;
+diff | unreadable | show | stale | thread | bench) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show|stale|thread" >&2
+    echo "usage: $0 CKPT SOURCE_DIR diff|unreadable|show|stale|thread|bench" >&2
     exit 2
     ;;
 esac
