@@ -2,8 +2,9 @@
 # bench/run.sh [WORKDIR [list|read|convert]] - build ckpt (Release) and main's
 # ckpt, make the inputs (once), and measure ckpt against main, torch.load,
 # CPython's unpickler, cat and cp.
-# See bench/README.md.  Needs cmake, a C compiler, zlib and Debian's
-# python3-torch at /usr/bin/python3.  WORKDIR defaults to /tmp/ckpt-bench and
+# See bench/README.md.  Needs cmake, pkg-config, a C compiler, zlib, jansson
+# and Debian's python3-torch at /usr/bin/python3 (read_all also links
+# libarchive when CMake found it).  WORKDIR defaults to /tmp/ckpt-bench and
 # needs about 3.6 GiB free (inputs 2.5 GiB + one 1 GiB output at a time).
 # A second argument runs only the listing, reading or conversion rows.
 set -eu
@@ -24,8 +25,7 @@ W=$(cd "$W" && pwd)
 echo "== building ckpt (Release) in $W/build"
 cmake -S "$REPO" -B "$W/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$W/build" --target ckpt ckpt_static -j 2 >/dev/null
-cc -O2 -I "$REPO/include" "$HERE/read_all.c" "$W/build/libckpt.a" -lz -lpthread -lm \
-    -o "$W/build/read_all"
+sh "$HERE/link_read_all.sh" "$W/build" "$W/build/read_all"
 
 # main's ckpt, measured in the same rounds (CKPT_BENCH_BASE=none: skip; any
 # git ref: that one), rebuilt only when the ref moves

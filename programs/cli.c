@@ -443,6 +443,12 @@ ckpt_file *cli_open(const char *path, const char *key)
 
 static char *stdout_buf;
 static int stdout_errno;
+static int stdout_fail_status = CLI_FAIL;
+
+void cli_stdout_fail_status(int status)
+{
+    stdout_fail_status = status;
+}
 
 void cli_stdout_init(void)
 {
@@ -476,7 +482,7 @@ int cli_stdout_finish(int status)
     stdout_buf = NULL;
     if (bad) {
         fprintf(stderr, "ckpt: write error: %s\n", strerror(e != 0 ? e : EIO));
-        return CLI_FAIL;
+        return stdout_fail_status;
     }
     return status;
 }

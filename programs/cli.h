@@ -97,8 +97,14 @@ void cli_stdout_init(void);
 int cli_stdout_failed(void);
 
 /* Flush and close stdout.  If any write to it failed, report
- * "ckpt: write error: <reason>" and return CLI_FAIL; else return status. */
+ * "ckpt: write error: <reason>" and return CLI_FAIL (or the status given to
+ * cli_stdout_fail_status()); else return status. */
 int cli_stdout_finish(int status);
+
+/* The exit status cli_stdout_finish() gives for a failed write to stdout,
+ * CLI_FAIL unless a command whose 1 means something else sets its own
+ * (diff: 1 is "differ", 2 "trouble"). */
+void cli_stdout_fail_status(int status);
 
 /* Write s[0..n) as a JSON string (with quotes) to out.  Valid UTF-8 passes
  * through; control characters and bytes that are not valid UTF-8 are written

@@ -31,7 +31,9 @@
 
 #include "ckpt_export.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -57,6 +59,11 @@ static const char usage[] =
     "when the next tensor would pass the size; a bigger tensor alone) and\n"
     "model.safetensors.index.json ({\"metadata\": {\"total_size\": BYTES},\n"
     "\"weight_map\": {NAME: SHARD}}), written last, each file atomically.\n"
+    "With --force, the files of an earlier export into OUTDIR that this one\n"
+    "did not replace (model-NNNNN-of-NNNNN.safetensors shards of another\n"
+    "count, the other layout's model.safetensors or index) are removed once\n"
+    "the new files are in place, and nothing else; without, a warning names\n"
+    "them.\n"
     "\n"
     "dtypes: float64 F64, float32 F32, float16 F16, bfloat16 BF16, int64 I64,\n"
     "int32 I32, int16 I16, int8 I8, uint8 U8, bool BOOL, uint16 U16, uint32 U32,\n"
@@ -65,7 +72,9 @@ static const char usage[] =
     "tensors: FILE is refused, naming them, unless --skip-unsupported leaves\n"
     "them out.  So are tensors whose\n"
     "name is not valid UTF-8 (safetensors names are JSON strings; a name is\n"
-    "never changed): the message shows their bytes escaped as \\xNN.\n"
+    "never changed): the message shows their bytes escaped as \\xNN; and\n"
+    "tensors that cannot be read (meta tensors, ...: 'ckpt ls' says why),\n"
+    "named with the reason.\n"
     "\n"
     "Tied weights (one storage viewed the same way under several names, e.g.\n"
     "lm_head.weight and embed.weight): safetensors has no aliasing.  With\n"
@@ -115,8 +124,9 @@ static const char usage[] =
     "                      after --key) matches GLOB (fnmatch: * ? [...];\n"
     "                      '*' also matches '.')\n"
     "  --skip-unsupported  leave out tensors safetensors cannot hold (no dtype\n"
-    "                      for them, or a name that is not UTF-8; they are\n"
-    "                      listed in a warning) instead of failing\n"
+    "                      for them, or a name that is not UTF-8) or that\n"
+    "                      cannot be read (they are listed in a warning)\n"
+    "                      instead of failing\n"
     "  --no-verify         do not check the CRC-32 of the copied records\n"
     "                      (converts a damaged file as it is); FILE of several\n"
     "                      files: their parts are checked first, on --jobs threads\n"
@@ -132,7 +142,8 @@ static const char usage[] =
     "                      when reading costs CPU (deflated records) or goes\n"
     "                      through the library (several input files); default:\n"
     "                      the online CPUs, at most 8; 1: none\n"
-    "  --force             replace OUT if it exists\n"
+    "  --force             replace OUT if it exists (OUTDIR/: and remove the\n"
+    "                      files of an earlier export, see above)\n"
     "  --sync              flush OUT to disk before it appears (durable against\n"
     "                      a power loss; like cp, the default only makes the\n"
     "                      rename atomic)\n"
@@ -655,7 +666,105 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
-/* OUTDIR/: model.safetensors, or the shards and their index. */
+/* model-NNNNN-of-MMMMM.safetensors with 1 <= N <= M: a shard of this
+ * layout, as ckpt and transformers name them (M in *of). */
+static int is_shard_name(const char *s, unsigned long *of)
+{
+    unsigned long k = 0, m = 0;
+    int i;
+    if (strncmp(s, "model-", 6) != 0) return 0;
+    s += 6;
+    for (i = 0; i < 5; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        k = k * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (strncmp(s + 5, "-of-", 4) != 0) return 0;
+    s += 9;
+    for (i = 0; i < 5; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        m = m * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (strcmp(s + 5, ".safetensors") != 0 || k < 1 || k > m) return 0;
+    *of = m;
+    return 1;
+}
+
+/* A file an earlier export into OUTDIR/ wrote that this one (ns shards, 0:
+ * model.safetensors alone) did not: shards of another count, the other
+ * layout's model.safetensors or index.  Left beside the new files, a loader
+ * (transformers prefers model.safetensors to an index) or a glob would mix
+ * the two exports. */
+static int is_stale(const char *name, size_t ns)
+{
+    unsigned long of;
+    if (ns == 0)
+        return strcmp(name, "model.safetensors.index.json") == 0 || is_shard_name(name, &of);
+    return strcmp(name, "model.safetensors") == 0 || (is_shard_name(name, &of) && of != ns);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Once the new files are in place: with --force, remove what an earlier
+ * export left (is_stale(): regular files and symlinks of those names, never
+ * anything else); without, say that they are there.  CLI_OK, or CLI_FAIL
+ * reported. */
+static int remove_stale(conv *c, const char *dir, size_t ns, int force)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **names = NULL;
+    size_t n = 0, cap = 0, i;
+    int r = CLI_OK;
+    if (!d) return cli_error("%s: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (!is_stale(e->d_name, ns)) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+            continue;
+        if (n == cap) {
+            char **more = realloc(names, (cap = cap ? 2 * cap : 8) * sizeof *names);
+            if (!more) {
+                r = cli_error("out of memory");
+                break;
+            }
+            names = more;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            r = cli_error("out of memory");
+            break;
+        }
+        n++;
+    }
+    if (r == CLI_OK && n > 0) {
+        qsort(names, n, sizeof *names, cmp_str);
+        if (!force) {
+            progress_hide(&c->prog);
+            if (n == 1)
+                cli_error("%s: warning: %s, from an earlier export, is still there (--force "
+                          "removes it)",
+                          dir, names[0]);
+            else
+                cli_error("%s: warning: %zu files from an earlier export are still there (%s, "
+                          "...; --force removes them)",
+                          dir, n, names[0]);
+        }
+        for (i = 0; i < n && force; i++)
+            if (unlinkat(dirfd(d), names[i], 0) != 0 && errno != ENOENT)
+                r = cli_error("%s: cannot remove %s, left by an earlier export: %s", dir, names[i],
+                              strerror(errno));
+    }
+    for (i = 0; i < n; i++) free(names[i]);
+    free(names);
+    closedir(d);
+    return r;
+}
+
+/* OUTDIR/: model.safetensors, or the shards and their index; then what an
+ * earlier export left there (remove_stale()). */
 static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_options *eo0,
                         const char *dir, uint64_t max, cli_out_opts *oo, int pool, int *origin)
 {
@@ -670,7 +779,7 @@ static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_op
         if (!path) return cli_error("out of memory");
         r = write_plan(c, p0, path, oo, pool, origin);
         free(path);
-        return r;
+        return r == CLI_OK ? remove_stale(c, dir, 0, oo->force) : r;
     }
     ns = split(c, p0, max);
     if (ns == 0) return cli_error("out of memory");
@@ -723,7 +832,7 @@ static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_op
         free(done[k]);
     }
     free(done);
-    return r;
+    return r == CLI_OK ? remove_stale(c, dir, ns, oo->force) : r;
 }
 
 /* ---- the command ------------------------------------------------------------ */

@@ -53,7 +53,8 @@ static const char usage[] =
     "  -h, --help     show this help\n"
     "\n"
     "Exit status, as cmp(1) and diff(1): 0 the tensors are the same, 1 they\n"
-    "differ, 2 trouble (a usage error, a file that cannot be read).\n";
+    "differ, 2 trouble (a usage error, a file that cannot be read, a failed\n"
+    "write to standard output).\n";
 
 #define CHUNK (1u << 20)
 #define DIFF_TROUBLE 2
@@ -422,6 +423,8 @@ int cmd_diff(int argc, char **argv)
         {"--json", 0, 0, NULL, &c.json},
     };
 
+    /* a failed write to stdout is trouble, never "differ" (1) */
+    cli_stdout_fail_status(DIFF_TROUBLE);
     memset(&c, 0, sizeof c);
     c.first_changed = c.first_a = c.first_b = 1;
     r = cli_parse(argc, argv, options, sizeof options / sizeof options[0], usage, ops, 2, &nops);

@@ -2,7 +2,7 @@
  * cmd_show.c - `ckpt show`: the whole saved object as a tree (the library's
  * ckpt_value_to_text(), ckpt_text.h, which states the format) or as JSON
  * (ckpt_value_to_json()); here: options, several files, the JSON's
- * buffering, errors.
+ * buffering, TorchScript's constants and extra files, errors.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -19,8 +19,9 @@ static const char usage[] =
     "objects of other classes) as an indented tree.  Tensors are shown as\n"
     "'tensor DTYPE [SHAPE]', instances as 'module.Class(...)' with their state\n"
     "below, a container met again (shared or cyclic) as '<ref PATH>'.\n"
-    "A TorchScript archive: the module graph, then (not with --json) its\n"
-    "constants and its extra files (_extra_files) under their own headings.\n"
+    "A TorchScript archive: the module graph, then its constants and its\n"
+    "extra files (_extra_files) under their own headings (--json: members\n"
+    "\"constants\" and \"extra\" of the root object; not with --key).\n"
     "Text from the file (keys, strings, class and global names, storage\n"
     "keys) is escaped: \\\\, \\n, \\xHH for control characters and bytes that\n"
     "are not UTF-8, \\uXXXX for C1 controls, bidi and invisible characters.\n"
@@ -73,7 +74,87 @@ typedef struct show_opts {
     ckpt_options opt;
 } show_opts;
 
-static int show_json(const cli_doc *d, const char *path, int multi)
+/* TorchScript: its constants and extra files, as members "constants" and
+ * "extra" of the root object (as show prints them after the module graph).
+ * The root's closing brace (with indent 2, "\n}") is held back until they
+ * are written; their values are indented one level deeper. */
+typedef struct held {
+    jout *j;
+    char tail[2]; /* the last bytes written to it, not yet passed on */
+    size_t ntail;
+    int first; /* the first byte of the root, once seen */
+} held;
+
+static int write_held(void *ctx, const char *p, size_t n)
+{
+    held *h = ctx;
+    if (n == 0) return 0;
+    if (h->first < 0) h->first = (unsigned char)p[0];
+    if (n >= sizeof h->tail) { /* pass on the old tail and all but the new one */
+        if (h->ntail && write_json(h->j, h->tail, h->ntail) != 0) return -1;
+        if (write_json(h->j, p, n - sizeof h->tail) != 0) return -1;
+        memcpy(h->tail, p + n - sizeof h->tail, sizeof h->tail);
+        h->ntail = sizeof h->tail;
+        return 0;
+    }
+    /* one byte: keep the last two */
+    if (h->ntail == sizeof h->tail) {
+        if (write_json(h->j, h->tail, 1) != 0) return -1;
+        h->tail[0] = h->tail[1];
+        h->ntail = 1;
+    }
+    h->tail[h->ntail++] = p[0];
+    return 0;
+}
+
+/* A member's value, one level deeper: two more spaces after each newline
+ * (JSON strings hold no raw newline; with indent 0 there is none). */
+static int write_deeper(void *ctx, const char *p, size_t n)
+{
+    held *h = ctx;
+    size_t i, run = 0;
+    for (i = 0; i < n; i++) {
+        if (p[i] != '\n') continue;
+        if (write_json(h->j, p + run, i + 1 - run) != 0 || write_json(h->j, "  ", 2) != 0)
+            return -1;
+        run = i + 1;
+    }
+    return write_json(h->j, p + run, n - run);
+}
+
+static int has_parts(const cli_doc *d)
+{
+    const ckpt_value *c = ckpt_part(d->f, "constants"), *e = ckpt_part(d->f, "extra");
+    return (c && ckpt_value_len(c)) || (e && ckpt_value_len(e));
+}
+
+/* The root through write_held, then the members; 0 or -1. */
+static int json_with_parts(const cli_doc *d, jout *j, int indent, ckpt_error *err)
+{
+    static const char *const names[] = {"constants", "extra"};
+    held h;
+    size_t i;
+    memset(&h, 0, sizeof h);
+    h.j = j;
+    h.first = -1;
+    if (ckpt_value_to_json(d->f, d->root, indent, write_held, &h, err) != 0) return -1;
+    /* an object, ending "\n}" (indent 2) or "}": reopen it */
+    if (h.first != '{' || h.ntail != 2 || h.tail[1] != '}' || (indent && h.tail[0] != '\n'))
+        return write_json(j, h.tail, h.ntail); /* not an object: as it was */
+    if (!indent && write_json(j, h.tail, 1) != 0) return -1;
+    h.ntail = 0;
+    for (i = 0; i < 2; i++) {
+        const ckpt_value *v = ckpt_part(d->f, names[i]);
+        if (!v || !ckpt_value_len(v)) continue;
+        if (write_json(j, indent ? ",\n  \"" : ", \"", indent ? 5 : 3) != 0 ||
+            write_json(j, names[i], strlen(names[i])) != 0 || write_json(j, "\": ", 3) != 0)
+            return -1;
+        if (ckpt_value_to_json(d->f, v, indent, write_deeper, &h, err) != 0) return -1;
+    }
+    return write_json(j, indent ? "\n}" : "}", indent ? 2 : 1);
+}
+
+static int show_json(const cli_doc *d, const char *path, int multi, int whole)
 {
     ckpt_error err;
     jout j;
@@ -94,7 +175,10 @@ static int show_json(const cli_doc *d, const char *path, int multi)
         sb_add(&j.buf, p, n);
         free(p);
     }
-    r = ckpt_value_to_json(d->f, d->root, multi ? 0 : 2, write_json, &j, &err);
+    if (whole && d->root && has_parts(d))
+        r = json_with_parts(d, &j, multi ? 0 : 2, &err);
+    else
+        r = ckpt_value_to_json(d->f, d->root, multi ? 0 : 2, write_json, &j, &err);
     if (r == 0) r = write_json(&j, multi ? "}\n" : "\n", multi ? 2 : 1);
     if (r == 0 && !j.streaming && j.buf.len && fwrite(j.buf.p, 1, j.buf.len, stdout) != j.buf.len)
         r = -1;
@@ -153,7 +237,7 @@ static int show_one(const char *path, void *ctx)
         if (o->json && o->multi) cli_json_error_line(path, &err);
         return cli_report(path, &err);
     }
-    r = o->json ? show_json(&d, path, o->multi) : show_tree(&d, path, !o->key);
+    r = o->json ? show_json(&d, path, o->multi, !o->key) : show_tree(&d, path, !o->key);
     cli_doc_close(&d);
     return r;
 }

@@ -34,12 +34,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -232,9 +232,9 @@ static void put_json_string(sbuf *b, const char *str, size_t n)
 
 /* A name from the file for a message: valid UTF-8 is kept; control
  * characters, bytes that are not UTF-8, quotes and backslashes are written
- * as \xNN, so the message says exactly which bytes the name holds.  Cut
- * after 120 bytes. */
-static void put_escaped(sbuf *b, const char *str)
+ * as \xNN, so the message says exactly which bytes the name holds (quotes
+ * kept when `quotes`: text that is not quoted).  Cut after 120 bytes. */
+static void put_escaped_text(sbuf *b, const char *str, int quotes)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str), i = 0;
@@ -245,7 +245,7 @@ static void put_escaped(sbuf *b, const char *str)
             sb_str(b, "...");
             break;
         }
-        if (k == 0 || s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\' || s[i] == '\'') {
+        if (k == 0 || s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\' || (s[i] == '\'' && !quotes)) {
             snprintf(tmp, sizeof tmp, "\\x%02x", s[i]);
             sb_str(b, tmp);
             i++;
@@ -254,6 +254,11 @@ static void put_escaped(sbuf *b, const char *str)
         sb_add(b, s + i, k);
         i += k;
     }
+}
+
+static void put_escaped(sbuf *b, const char *str)
+{
+    put_escaped_text(b, str, 0);
 }
 
 static void put_shown_name(sbuf *b, const char *str)
@@ -428,7 +433,7 @@ typedef struct crc_job {
     uint32_t computed;
     int err; /* errno of a failed read (0: the file ended) */
     int threaded;
-    thrd_t thread;
+    pthread_t thread;
 } crc_job;
 
 enum { ST_COPY_RANGE = 0, ST_COPY_SENDFILE = 1, ST_COPY_RW = 2 };
@@ -817,10 +822,14 @@ static void crc_records(crc_job *j)
     free(buf);
 }
 
-static int crc_worker(void *arg)
+/* A POSIX thread, not C11's thrd_create(): ThreadSanitizer intercepts
+ * pthread_create() only, and a thread glibc starts for thrd_create() has no
+ * TSan state, so its first instrumented access crashed (google/sanitizers
+ * #1603).  zip.c's cursor lock is a pthread mutex too. */
+static void *crc_worker(void *arg)
 {
     crc_records(arg);
-    return 0;
+    return NULL;
 }
 
 /* Why the check failed, in one line; returns -1. */
@@ -863,7 +872,7 @@ static int crc_join(exporter *x, int abandon)
     else
         crc_records(j); /* help with what the worker has not started */
     if (j->threaded) {
-        thrd_join(j->thread, NULL);
+        pthread_join(j->thread, NULL);
         j->threaded = 0;
     }
     if (abandon) return -1;
@@ -875,7 +884,7 @@ static void crc_start(exporter *x)
     crc_job *j = x->job;
     if (!j || j->n == 0) return;
     /* without a thread, the main thread checks everything after the copy */
-    if (thrd_create(&j->thread, crc_worker, j) == thrd_success) j->threaded = 1;
+    if (pthread_create(&j->thread, NULL, crc_worker, j) == 0) j->threaded = 1;
 }
 
 static void crc_free(exporter *x)
@@ -1051,12 +1060,15 @@ static int write_tensor(exporter *x, size_t idx)
 
 /* ---- tensors ------------------------------------------------------------- */
 
+/* How refusal() shows each tensor. */
+enum { SHOW_NAME, SHOW_DTYPE, SHOW_REASON };
+
 /* "LEAD: NAMES (more)TAIL" where NAMES lists the first of the `n` refused
  * tensors (idx[0..shown)), as many as keep the message within `max` bytes
- * (what a ckpt_error holds, for an error); `with_dtype`: "name (dtype)"
- * rather than 'name'. */
+ * (what a ckpt_error holds, for an error); `how`: 'name', "name (dtype)"
+ * or "name (why it cannot be read)". */
 static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, const size_t *idx,
-                   size_t shown, size_t n, int with_dtype, size_t max)
+                   size_t shown, size_t n, int how, size_t max)
 {
     size_t k = shown;
     for (;;) {
@@ -1066,15 +1078,18 @@ static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, c
         for (i = 0; i < k; i++) {
             const ckpt_tensor *t = ckpt_tensor_at(x->f, idx[i]);
             if (i > 0) sb_str(out, ", ");
-            if (with_dtype) {
-                if (t->name[0] == '\0') sb_str(out, "\"\"");
-                put_escaped(out, t->name);
-                sb_str(out, " (");
-                sb_str(out, ckpt_dtype_name(t->dtype));
-                sb_char(out, ')');
-            } else {
+            if (how == SHOW_NAME) {
                 put_shown_name(out, t->name);
+                continue;
             }
+            if (t->name[0] == '\0') sb_str(out, "\"\"");
+            put_escaped(out, t->name);
+            sb_str(out, " (");
+            if (how == SHOW_DTYPE)
+                sb_str(out, ckpt_dtype_name(t->dtype));
+            else
+                put_escaped_text(out, t->unreadable ? t->unreadable : "no data", 1);
+            sb_char(out, ')');
         }
         if (n > k) {
             char more[48];
@@ -1088,27 +1103,32 @@ static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, c
     }
 }
 
-/* Left out, or refused: tensors whose name is not UTF-8 or whose dtype
- * safetensors lacks. */
-static int report_left_out(exporter *x, const size_t *idx, size_t n, int raw)
+/* Left out, or refused: tensors whose name is not UTF-8 (SHOW_NAME), whose
+ * dtype safetensors lacks (SHOW_DTYPE), or that cannot be read
+ * (SHOW_REASON: a meta tensor, a quantized one whose bytes ckpt cannot
+ * give, ...). */
+static int report_left_out(exporter *x, const size_t *idx, size_t n, int how)
 {
     sbuf m;
     char lead[160];
-    const char *what = raw ? "whose name is not valid UTF-8" : "safetensors has no dtype for";
+    const char *what = how == SHOW_NAME    ? "whose name is not valid UTF-8"
+                       : how == SHOW_DTYPE ? "safetensors has no dtype for"
+                                           : "that cannot be read";
     size_t shown = n < NAMES_SHOWN ? n : NAMES_SHOWN;
     int r;
     memset(&m, 0, sizeof m);
     if (!x->o.skip_unsupported) {
         snprintf(lead, sizeof lead,
-                 raw ? "cannot convert %zu tensor%s %s, which safetensors names must be: "
+                 how == SHOW_NAME
+                     ? "cannot convert %zu tensor%s %s, which safetensors names must be: "
                      : "cannot convert %zu tensor%s %s: ",
                  n, n == 1 ? "" : "s", what);
-        r = refusal(x, &m, lead, " (--skip-unsupported leaves them out)", idx, shown, n, !raw,
+        r = refusal(x, &m, lead, " (--skip-unsupported leaves them out)", idx, shown, n, how,
                     MSG_MAX);
         if (r == 0) r = fail(x, CKPT_E_UNSUPPORTED, "%s", m.p);
     } else {
         snprintf(lead, sizeof lead, "left out %zu tensor%s %s: ", n, n == 1 ? "" : "s", what);
-        r = refusal(x, &m, lead, "", idx, shown, n, !raw, (size_t)-1);
+        r = refusal(x, &m, lead, "", idx, shown, n, how, (size_t)-1);
         if (r == 0) warn(x, "%s", m.p);
     }
     sb_free(&m);
@@ -1245,8 +1265,8 @@ static int tie_and_select(exporter *x)
 static int collect_tensors(exporter *x)
 {
     exporter *p = x;
-    size_t n = ckpt_tensor_count(x->f), i, nbad = 0, nraw = 0;
-    size_t bad[NAMES_SHOWN], raw[NAMES_SHOWN];
+    size_t n = ckpt_tensor_count(x->f), i, nbad = 0, nraw = 0, nunr = 0;
+    size_t bad[NAMES_SHOWN], raw[NAMES_SHOWN], unr[NAMES_SHOWN];
     sbuf name;
     uint64_t pos = 0;
     int r = 0;
@@ -1268,7 +1288,12 @@ static int collect_tensors(exporter *x)
             nraw++;
             continue;
         }
-        dt = t->readable ? ckpt_safetensors_dtype(t->dtype) : NULL; /* unreadable: left out */
+        if (!t->readable) { /* a meta tensor, ...: nothing to write */
+            if (nunr < NAMES_SHOWN) unr[nunr] = i;
+            nunr++;
+            continue;
+        }
+        dt = ckpt_safetensors_dtype(t->dtype);
         if (!dt) {
             if (nbad < NAMES_SHOWN) bad[nbad] = i;
             nbad++;
@@ -1310,9 +1335,10 @@ static int collect_tensors(exporter *x)
         e->end = pos;
     }
     sb_free(&name);
-    if (r == 0 && nraw > 0) r = report_left_out(x, raw, nraw, 1);
-    if (r == 0 && nbad > 0) r = report_left_out(x, bad, nbad, 0);
-    if (r == 0 && x->o.filter && p->n == 0 && nraw == 0 && nbad == 0) {
+    if (r == 0 && nraw > 0) r = report_left_out(x, raw, nraw, SHOW_NAME);
+    if (r == 0 && nunr > 0) r = report_left_out(x, unr, nunr, SHOW_REASON);
+    if (r == 0 && nbad > 0) r = report_left_out(x, bad, nbad, SHOW_DTYPE);
+    if (r == 0 && x->o.filter && p->n == 0 && nraw == 0 && nbad == 0 && nunr == 0) {
         name.len = 0;
         put_shown_name(&name, x->o.filter);
         warn(x, "--filter %s matches no tensor", name.oom ? "?" : name.p);

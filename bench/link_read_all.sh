@@ -1,0 +1,29 @@
+#!/bin/sh
+# bench/link_read_all.sh BUILD OUT - build bench/read_all.c against the static
+# library BUILD/libckpt.a, with the libraries that library needs: those its
+# ckpt.pc lists (Libs.private, and Requires.private such as libarchive, asked
+# of pkg-config), or, in a build without ckpt.pc (CKPT_INSTALL=OFF), zlib,
+# jansson, the threads library and libarchive when CMake found it.  A fixed
+# "-lz -lpthread -lm" no longer links since jansson and libarchive joined.
+# Used by bench/run.sh; tests/parts/defects.cmake runs it on the test build.
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+B=$1
+OUT=$2
+
+if [ -f "$B/ckpt.pc" ]; then
+    libs=$(sed -n 's/^Libs\.private://p' "$B/ckpt.pc")
+    req=$(pkg-config --print-requires-private "$B/ckpt.pc")
+    if [ -n "$req" ]; then
+        libs="$libs $(pkg-config --libs $req)"
+    fi
+else
+    libs="-lz $(pkg-config --libs jansson) -pthread"
+    if grep -q '^LIBARCHIVE_FOUND:INTERNAL=1' "$B/CMakeCache.txt"; then
+        libs="$libs $(pkg-config --libs libarchive)"
+    fi
+fi
+# shellcheck disable=SC2086 # $libs is a list of flags
+${CC:-cc} -O2 -I "$REPO/include" "$HERE/read_all.c" "$B/libckpt.a" $libs -lm -o "$OUT"
