@@ -59,7 +59,7 @@ static int index_records(ckpt_file *f, ckpt_error *err)
     const char *first = ZI(f)->zip.e[0].name;
     const char *slash = memchr(first, '/', ck_zip_name_len(&ZI(f)->zip, &ZI(f)->zip.e[0]));
     if (!slash)
-        return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[0].cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[0]),
                        "ZIP record '%s' is not inside a root folder: not a torch.save archive",
                        first);
     size_t rn = (size_t)(slash - first);
@@ -71,14 +71,15 @@ static int index_records(ckpt_file *f, ckpt_error *err)
     for (size_t i = 0; i < ZI(f)->zip.n; i++) {
         size_t rest;
         const ck_zip_entry *z = &ZI(f)->zip.e[i];
-        const char *r = strip_root(z->name, ck_zip_name_len(&ZI(f)->zip, z), f->root_name, rn, &rest);
+        size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
+        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
         if (!r) continue;
         size_t num;
         if (data_number(r, rest, ZI(f)->nzip_data_num,
                         &num)) { /* the common case, kept out of the hash map */
             if (ZI(f)->zip_data_num[num] && f->opt.scan_all_pickles) continue; /* torch's */
             if (ZI(f)->zip_data_num[num])
-                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+                return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
                                "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
             ZI(f)->zip_data_num[num] = (uint32_t)(i + 1); /* n <= max_entries, 32 bits */
             continue;
@@ -86,7 +87,7 @@ static int index_records(ckpt_file *f, ckpt_error *err)
         if (ck_map_get(&ZI(f)->names, r, rest, NULL) && f->opt.scan_all_pickles)
             continue; /* the first one is what torch reads; a scan reads them all */
         if (ck_map_get(&ZI(f)->names, r, rest, NULL))
-            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+            return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
                            "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
         if (ck_map_put(&ZI(f)->names, r, rest, i))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -149,7 +150,7 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
         return ck_fail(err, CKPT_E_LIMIT, pos, "too many storages");
     ZI(f)->zip_storage[zi] = (uint32_t)(*idx + 1);
     if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' holds %llu bytes but its storage needs %llu", z->name,
                        (unsigned long long)z->size, (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
@@ -172,7 +173,8 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 {
     buf[0] = 0;
     if (z->size >= cap)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
+                       "record '%s' is too long", z->name);
     if (ck_zip_method(z) == 8)
         CK_TRY(ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err));
     else
@@ -197,7 +199,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
                          ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+        return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(zz, z),
                        "%s is %llu bytes (limit %llu; max_pickle_bytes)", label,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
@@ -208,7 +210,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
         in.base = (int64_t)(base + z->data_off);
     } else {
         if (ck_mem_charge(&f->arena, z->size))
-            return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+            return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(zz, z), "out of memory");
         buf = malloc(z->size ? (size_t)z->size : 1);
         if (!buf) {
             ck_mem_release(&f->arena, z->size);
@@ -332,15 +334,16 @@ static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t
                         ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+        return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)", z->name,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     if (ck_mem_charge(&f->arena, z->size))
-        return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+        return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(&ZI(f)->zip, z), "out of memory");
     char *buf = malloc(z->size ? (size_t)z->size : 1);
     int r = !buf             ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
-            : ck_zip_method(z) == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
-                             : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+            : ck_zip_method(z) == 0
+                ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
+                : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
     if (r) {
         free(buf);
         ck_mem_release(&f->arena, z->size);
@@ -374,7 +377,8 @@ static int extra_files(ckpt_file *f, ckpt_error *err)
     for (size_t i = 0; i < ZI(f)->zip.n; i++) {
         const ck_zip_entry *z = &ZI(f)->zip.e[i];
         size_t rest;
-        const char *r = strip_root(z->name, ck_zip_name_len(&ZI(f)->zip, z), f->root_name, rn, &rest);
+        size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
+        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
         if (!r || rest <= 6 || memcmp(r, "extra/", 6) != 0) continue;
         if (!f->extra && !(f->extra = ck_new(&f->pk, CKPT_V_DICT)))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -468,11 +472,11 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
         return 0;
     }
     if (ck_zip_method(z) != 0)
-        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+        return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&w->zip, z),
                        "%s: storage record '%s' is compressed, which ckpt does not read in place",
                        w->label, z->name);
     if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&w->zip, z),
                        "%s: record '%s' holds %llu bytes but its storage needs %llu", w->label,
                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
     /* the constants' storage keys are told apart from the state dict's */
@@ -503,7 +507,7 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
                     ckpt_error *err)
 {
     if (ck_zip_method(z) != 0)
-        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+        return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' is compressed, which ckpt does not read in place", z->name);
     w->parent = &f->src;
     w->base = z->data_off;
@@ -534,7 +538,9 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         if (rest == 8 && memcmp(slash + 1, "data.pkl", 8) == 0) pkl = r;
     }
-    if (!pkl) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "%s has no data.pkl", z->name);
+    if (!pkl)
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z), "%s has no data.pkl",
+                       z->name);
     char label[80];
     snprintf(label, sizeof label, "%.60s/data.pkl", z->name);
     char *kept = ck_strndup(&f->arena, label, strlen(label));

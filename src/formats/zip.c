@@ -130,6 +130,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
     if (room > SIZE_MAX || !(a->names = malloc((size_t)room)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     char *names = a->names;
+    a->cd_off = cd_off;
     size_t used = 0;
     a->names_end = names;
     ck_window w = {.src = a->src};
@@ -144,7 +145,6 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             goto out;
         }
         ck_zip_entry *z = &a->e[i];
-        z->cd_pos = (int64_t)p;
         uint16_t flags = ck_le16(h + 8), method = ck_le16(h + 10);
         z->crc = ck_le32(h + 16);
         z->comp_size = ck_le32(h + 20);
@@ -159,6 +159,16 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         }
         h = ck_win(&w, p, (size_t)total, "central directory", err);
         if (!h) goto out;
+        if (total != 46ull + nlen && !a->cd_pos) { /* positions no longer derivable */
+            int64_t *pos = malloc((size_t)entries * sizeof *pos);
+            if (!pos) {
+                ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                goto out;
+            }
+            for (size_t k = 0; k < i; k++) pos[k] = ck_zip_cd_pos(a, &a->e[k]);
+            a->cd_pos = pos;
+        }
+        if (a->cd_pos) a->cd_pos[i] = (int64_t)p;
         if ((uint64_t)nlen + 1 > room - used) { /* cannot happen: see `room` */
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "bad central directory entry %llu",
                     (unsigned long long)i);
@@ -240,7 +250,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         ck_zip_entry *z = &a->e[i];
         uint64_t local_off = z->data_off;
         if (local_off > cd_off || cd_off - local_off < 30) {
-            ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+            ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(a, z),
                     "local header of '%s' lies outside the archive (%llu)", z->name,
                     (unsigned long long)local_off);
             goto out;
@@ -510,13 +520,16 @@ int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf,
 
 int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)
 {
-    return ck_zip_method(z) == 8 ? ck_zip_crc_deflated(a, z, crc, err) : ck_zip_crc_stored(a, z, crc, err);
+    return ck_zip_method(z) == 8 ? ck_zip_crc_deflated(a, z, crc, err)
+                                 : ck_zip_crc_stored(a, z, crc, err);
 }
 
 void ck_zip_free(ck_zip *a)
 {
     free(a->e);
     free(a->names);
+    free(a->cd_pos);
+    a->cd_pos = NULL;
     if (a->names_charged) ck_mem_release(a->arena, a->names_charged);
     inflater_free(a->inflater);
     a->e = NULL;
