@@ -527,6 +527,8 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
     if (!(w->storage = calloc(w->zip.n ? w->zip.n : 1, sizeof *w->storage)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     const ck_zip_entry *pkl = NULL;
+    if (ck_map_reserve(&w->names, w->zip.n)) /* sized once: every record may be named */
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     for (size_t i = 0; i < w->zip.n; i++) {
         const ck_zip_entry *r = &w->zip.e[i];
         size_t nlen = ck_zip_name_len(&w->zip, r);
