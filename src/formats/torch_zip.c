@@ -38,19 +38,26 @@ static const char *strip_root(const char *name, size_t n, const char *root, size
     return name + rn + 1;
 }
 
-/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
- * records, looked up by number rather than hashed. */
-static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
+/* n bytes of canonical decimal (1 to 18 digits, no leading zero) below
+ * `limit`. */
+static bool key_number(const char *s, size_t n, size_t limit, size_t *num)
 {
-    if (n < 6 || memcmp(s, "data/", 5) != 0 || (s[5] == '0' && n > 6) || n - 5 > 18) return false;
+    if (n < 1 || (s[0] == '0' && n > 1) || n > 18) return false;
     uint64_t v = 0;
-    for (size_t i = 5; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9') return false;
         v = v * 10 + (uint64_t)(s[i] - '0');
     }
     if (v >= limit) return false;
     *num = (size_t)v;
     return true;
+}
+
+/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
+ * records, looked up by number rather than hashed. */
+static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
+{
+    return n >= 6 && memcmp(s, "data/", 5) == 0 && key_number(s + 5, n - 5, limit, num);
 }
 
 /* Index the records under the root folder by their name below it. */
@@ -121,21 +128,29 @@ static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t of
 static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
                     int64_t pos, size_t *idx, bool *created, ckpt_error *err)
 {
-    char name[96];
     const char *pre = ud;
-    size_t n, pn = strlen(pre);
-    if (pn + klen < sizeof name && !memchr(key, 0, klen)) { /* what snprintf would write */
-        memcpy(name, pre, pn);
-        memcpy(name + pn, key, klen);
-        name[n = pn + klen] = 0;
-    } else { /* long keys are cut, as they always were */
-        snprintf(name, sizeof name, "%s%.*s", pre, (int)klen, key);
-        n = strlen(name);
+    const ck_zip_entry *z = NULL;
+    size_t num;
+    /* torch's keys: "data/" + a number record() would find by that number */
+    if (strcmp(pre, "data/") == 0 && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
+        ZI(f)->zip_data_num[num])
+        z = &ZI(f)->zip.e[ZI(f)->zip_data_num[num] - 1];
+    if (!z) {
+        char name[96];
+        size_t n, pn = strlen(pre);
+        if (pn + klen < sizeof name && !memchr(key, 0, klen)) { /* what snprintf would write */
+            memcpy(name, pre, pn);
+            memcpy(name + pn, key, klen);
+            name[n = pn + klen] = 0;
+        } else { /* long keys are cut, as they always were */
+            snprintf(name, sizeof name, "%s%.*s", pre, (int)klen, key);
+            n = strlen(name);
+        }
+        z = record_n(f, name, n);
+        if (!z)
+            return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing",
+                           f->root_name, name);
     }
-    const ck_zip_entry *z = record_n(f, name, n);
-    if (!z)
-        return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name,
-                       name);
     size_t zi = (size_t)(z - ZI(f)->zip.e);
     if (!ZI(f)->zip_storage &&
         !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
