@@ -22,8 +22,8 @@
 typedef struct zip_index {
     ck_zip zip;           /* the records */
     ck_map names;         /* records under the root folder, by the rest of their name */
-    size_t *zip_storage;  /* per record: storage index + 1, 0 none */
-    size_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
+    uint32_t *zip_storage;  /* per record: storage index + 1, 0 none */
+    uint32_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
     size_t nzip_data_num;
     struct pt2_sub *sub; /* torch.export .pt2: the nested torch.save archives */
     size_t nsub;
@@ -38,13 +38,13 @@ static const char *strip_root(const char *name, size_t n, const char *root, size
     return name + rn + 1;
 }
 
-/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
- * records, looked up by number rather than hashed. */
-static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
+/* n bytes of canonical decimal (1 to 18 digits, no leading zero) below
+ * `limit`. */
+static bool key_number(const char *s, size_t n, size_t limit, size_t *num)
 {
-    if (n < 6 || memcmp(s, "data/", 5) != 0 || (s[5] == '0' && n > 6) || n - 5 > 18) return false;
+    if (n < 1 || (s[0] == '0' && n > 1) || n > 18) return false;
     uint64_t v = 0;
-    for (size_t i = 5; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9') return false;
         v = v * 10 + (uint64_t)(s[i] - '0');
     }
@@ -53,13 +53,20 @@ static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
     return true;
 }
 
+/* "data/<n>" with n in canonical decimal below `limit`: torch's storage
+ * records, looked up by number rather than hashed. */
+static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
+{
+    return n >= 6 && memcmp(s, "data/", 5) == 0 && key_number(s + 5, n - 5, limit, num);
+}
+
 /* Index the records under the root folder by their name below it. */
 static int index_records(ckpt_file *f, ckpt_error *err)
 {
     const char *first = ZI(f)->zip.e[0].name;
-    const char *slash = memchr(first, '/', ZI(f)->zip.e[0].name_len);
+    const char *slash = memchr(first, '/', ck_zip_name_len(&ZI(f)->zip, &ZI(f)->zip.e[0]));
     if (!slash)
-        return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[0].cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[0]),
                        "ZIP record '%s' is not inside a root folder: not a torch.save archive",
                        first);
     size_t rn = (size_t)(slash - first);
@@ -70,23 +77,24 @@ static int index_records(ckpt_file *f, ckpt_error *err)
     ZI(f)->nzip_data_num = ZI(f)->zip.n;
     for (size_t i = 0; i < ZI(f)->zip.n; i++) {
         size_t rest;
-        const char *r =
-            strip_root(ZI(f)->zip.e[i].name, ZI(f)->zip.e[i].name_len, f->root_name, rn, &rest);
+        const ck_zip_entry *z = &ZI(f)->zip.e[i];
+        size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
+        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
         if (!r) continue;
         size_t num;
         if (data_number(r, rest, ZI(f)->nzip_data_num,
                         &num)) { /* the common case, kept out of the hash map */
             if (ZI(f)->zip_data_num[num] && f->opt.scan_all_pickles) continue; /* torch's */
             if (ZI(f)->zip_data_num[num])
-                return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+                return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
                                "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
-            ZI(f)->zip_data_num[num] = i + 1;
+            ZI(f)->zip_data_num[num] = (uint32_t)(i + 1); /* n <= max_entries, 32 bits */
             continue;
         }
         if (ck_map_get(&ZI(f)->names, r, rest, NULL) && f->opt.scan_all_pickles)
             continue; /* the first one is what torch reads; a scan reads them all */
         if (ck_map_get(&ZI(f)->names, r, rest, NULL))
-            return ck_fail(err, CKPT_E_FORMAT, ZI(f)->zip.e[i].cd_pos,
+            return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
                            "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
         if (ck_map_put(&ZI(f)->names, r, rest, i))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -94,13 +102,19 @@ static int index_records(ckpt_file *f, ckpt_error *err)
     return 0;
 }
 
-static const ck_zip_entry *record(const ckpt_file *f, const char *name)
+/* The record named `name` (n bytes) below the root folder, or NULL. */
+static const ck_zip_entry *record_n(const ckpt_file *f, const char *name, size_t n)
 {
-    size_t i, n = strlen(name);
+    size_t i;
     if (data_number(name, n, ZI(f)->nzip_data_num, &i))
         return ZI(f)->zip_data_num[i] ? &ZI(f)->zip.e[ZI(f)->zip_data_num[i] - 1] : NULL;
     if (!ck_map_get(&ZI(f)->names, name, n, &i)) return NULL;
     return &ZI(f)->zip.e[i];
+}
+
+static const ck_zip_entry *record(const ckpt_file *f, const char *name)
+{
+    return record_n(f, name, strlen(name));
 }
 
 static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf,
@@ -114,12 +128,29 @@ static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t of
 static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
                     int64_t pos, size_t *idx, bool *created, ckpt_error *err)
 {
-    char name[96];
-    snprintf(name, sizeof name, "%s%.*s", (const char *)ud, (int)klen, key);
-    const ck_zip_entry *z = record(f, name);
-    if (!z)
-        return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name,
-                       name);
+    const char *pre = ud;
+    const ck_zip_entry *z = NULL;
+    size_t num;
+    /* torch's keys: "data/" + a number record() would find by that number */
+    if (strcmp(pre, "data/") == 0 && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
+        ZI(f)->zip_data_num[num])
+        z = &ZI(f)->zip.e[ZI(f)->zip_data_num[num] - 1];
+    if (!z) {
+        char name[96];
+        size_t n, pn = strlen(pre);
+        if (pn + klen < sizeof name && !memchr(key, 0, klen)) { /* what snprintf would write */
+            memcpy(name, pre, pn);
+            memcpy(name + pn, key, klen);
+            name[n = pn + klen] = 0;
+        } else { /* long keys are cut, as they always were */
+            snprintf(name, sizeof name, "%s%.*s", pre, (int)klen, key);
+            n = strlen(name);
+        }
+        z = record_n(f, name, n);
+        if (!z)
+            return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing",
+                           f->root_name, name);
+    }
     size_t zi = (size_t)(z - ZI(f)->zip.e);
     if (!ZI(f)->zip_storage &&
         !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
@@ -130,16 +161,18 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
         return 0;
     }
     CK_TRY(ck_storage_new(f, key, klen, idx, err));
-    ZI(f)->zip_storage[zi] = *idx + 1;
+    if (*idx >= UINT32_MAX) /* one storage a record: below max_entries */
+        return ck_fail(err, CKPT_E_LIMIT, pos, "too many storages");
+    ZI(f)->zip_storage[zi] = (uint32_t)(*idx + 1);
     if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' holds %llu bytes but its storage needs %llu", z->name,
                        (unsigned long long)z->size, (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
     s->data_off = z->data_off;
-    s->packed = z->method != 0;
+    s->packed = ck_zip_method(z) != 0;
     s->rec = zi;
-    s->pub.file_offset = z->method == 0 ? (int64_t)z->data_off : -1;
+    s->pub.file_offset = ck_zip_method(z) == 0 ? (int64_t)z->data_off : -1;
     s->resolved = true;
     return 0;
 }
@@ -155,8 +188,9 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 {
     buf[0] = 0;
     if (z->size >= cap)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "record '%s' is too long", z->name);
-    if (z->method == 8)
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
+                       "record '%s' is too long", z->name);
+    if (ck_zip_method(z) == 8)
         CK_TRY(ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err));
     else
         CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
@@ -180,24 +214,24 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
                          ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+        return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(zz, z),
                        "%s is %llu bytes (limit %llu; max_pickle_bytes)", label,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;
     ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
-    if (z->method == 0 && f->src.map) {
+    if (ck_zip_method(z) == 0 && f->src.map) {
         in.buf = f->src.map + base + z->data_off;
         in.base = (int64_t)(base + z->data_off);
     } else {
         if (ck_mem_charge(&f->arena, z->size))
-            return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+            return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(zz, z), "out of memory");
         buf = malloc(z->size ? (size_t)z->size : 1);
         if (!buf) {
             ck_mem_release(&f->arena, z->size);
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         }
-        int r = z->method == 0
+        int r = ck_zip_method(z) == 0
                     ? ck_read(&f->src, base + z->data_off, buf, (size_t)z->size, label, err)
                     : ck_zip_read(zz, z, 0, buf, (size_t)z->size, err);
         if (r) {
@@ -206,7 +240,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
             return -1;
         }
         in.buf = buf;
-        if (z->method == 0) in.base = (int64_t)(base + z->data_off);
+        if (ck_zip_method(z) == 0) in.base = (int64_t)(base + z->data_off);
     }
     size_t used = 0;
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
@@ -246,7 +280,8 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
 {
     const ck_zip_entry *z = &ZI(f)->zip.e[i];
     size_t rest, num, k;
-    const char *r = strip_root(z->name, z->name_len, f->root_name, strlen(f->root_name), &rest);
+    size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
+    const char *r = strip_root(z->name, nlen, f->root_name, strlen(f->root_name), &rest);
     *yes = 0;
     if (r) {
         if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) {
@@ -259,7 +294,7 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
             return 0;
         }
     }
-    if (z->name_len >= 4 && memcmp(z->name + z->name_len - 4, ".pkl", 4) == 0) {
+    if (nlen >= 4 && memcmp(z->name + nlen - 4, ".pkl", 4) == 0) {
         *yes = 1;
         return 0;
     }
@@ -268,7 +303,7 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
     if (z->size < 2) return 0;
     uint8_t head[128];
     size_t hn = z->size < sizeof head ? (size_t)z->size : sizeof head;
-    if (z->method == 8) {
+    if (ck_zip_method(z) == 8) {
         if (ck_zip_read(&ZI(f)->zip, z, 0, head, hn, err)) return -1;
     } else if (ck_read(&f->src, z->data_off, head, hn, z->name, err)) {
         return -1;
@@ -314,15 +349,16 @@ static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t
                         ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
-        return ck_fail(err, CKPT_E_LIMIT, z->cd_pos,
+        return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)", z->name,
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     if (ck_mem_charge(&f->arena, z->size))
-        return ck_fail(err, CKPT_E_NOMEM, z->cd_pos, "out of memory");
+        return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(&ZI(f)->zip, z), "out of memory");
     char *buf = malloc(z->size ? (size_t)z->size : 1);
     int r = !buf             ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
-            : z->method == 0 ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
-                             : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+            : ck_zip_method(z) == 0
+                ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
+                : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
     if (r) {
         free(buf);
         ck_mem_release(&f->arena, z->size);
@@ -356,7 +392,8 @@ static int extra_files(ckpt_file *f, ckpt_error *err)
     for (size_t i = 0; i < ZI(f)->zip.n; i++) {
         const ck_zip_entry *z = &ZI(f)->zip.e[i];
         size_t rest;
-        const char *r = strip_root(z->name, z->name_len, f->root_name, rn, &rest);
+        size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
+        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
         if (!r || rest <= 6 || memcmp(r, "extra/", 6) != 0) continue;
         if (!f->extra && !(f->extra = ck_new(&f->pk, CKPT_V_DICT)))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -422,7 +459,8 @@ static const ck_zip_entry *top_record(const ckpt_file *f, const char *name)
 {
     size_t n = strlen(name);
     for (size_t i = 0; i < ZI(f)->zip.n; i++)
-        if (ZI(f)->zip.e[i].name_len == n && memcmp(ZI(f)->zip.e[i].name, name, n) == 0)
+        if (ck_zip_name_len(&ZI(f)->zip, &ZI(f)->zip.e[i]) == n &&
+            memcmp(ZI(f)->zip.e[i].name, name, n) == 0)
             return &ZI(f)->zip.e[i];
     return NULL;
 }
@@ -448,12 +486,12 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
         *idx = w->storage[zi] - 1;
         return 0;
     }
-    if (z->method != 0)
-        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+    if (ck_zip_method(z) != 0)
+        return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&w->zip, z),
                        "%s: storage record '%s' is compressed, which ckpt does not read in place",
                        w->label, z->name);
     if (z->size < nbytes)
-        return ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&w->zip, z),
                        "%s: record '%s' holds %llu bytes but its storage needs %llu", w->label,
                        z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
     /* the constants' storage keys are told apart from the state dict's */
@@ -483,8 +521,8 @@ static ckpt_value *pt2_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos,
 static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value **out,
                     ckpt_error *err)
 {
-    if (z->method != 0)
-        return ck_fail(err, CKPT_E_UNSUPPORTED, z->cd_pos,
+    if (ck_zip_method(z) != 0)
+        return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' is compressed, which ckpt does not read in place", z->name);
     w->parent = &f->src;
     w->base = z->data_off;
@@ -504,17 +542,22 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
     if (!(w->storage = calloc(w->zip.n ? w->zip.n : 1, sizeof *w->storage)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     const ck_zip_entry *pkl = NULL;
+    if (ck_map_reserve(&w->names, w->zip.n)) /* sized once: every record may be named */
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     for (size_t i = 0; i < w->zip.n; i++) {
         const ck_zip_entry *r = &w->zip.e[i];
-        const char *slash = memchr(r->name, '/', r->name_len);
+        size_t nlen = ck_zip_name_len(&w->zip, r);
+        const char *slash = memchr(r->name, '/', nlen);
         if (!slash) continue;
-        size_t rest = r->name_len - (size_t)(slash + 1 - r->name);
+        size_t rest = nlen - (size_t)(slash + 1 - r->name);
         if (ck_map_get(&w->names, slash + 1, rest, NULL)) continue; /* the first one */
         if (ck_map_put(&w->names, slash + 1, rest, i))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         if (rest == 8 && memcmp(slash + 1, "data.pkl", 8) == 0) pkl = r;
     }
-    if (!pkl) return ck_fail(err, CKPT_E_FORMAT, z->cd_pos, "%s has no data.pkl", z->name);
+    if (!pkl)
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z), "%s has no data.pkl",
+                       z->name);
     char label[80];
     snprintf(label, sizeof label, "%.60s/data.pkl", z->name);
     char *kept = ck_strndup(&f->arena, label, strlen(label));
@@ -701,7 +744,7 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
         const pt2_sub *w = &ZI(f)->sub[s->rec % PT2_NSUB];
         z = &w->zip.e[s->rec / PT2_NSUB];
         rec->name = z->name;
-        rec->method = z->method;
+        rec->method = ck_zip_method(z);
         rec->has_crc = z->crc != 0;
         rec->crc32 = z->crc;
         rec->data_offset = w->base + z->data_off;
@@ -710,7 +753,7 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
         return 0;
     }
     rec->name = z->name;
-    rec->method = z->method;
+    rec->method = ck_zip_method(z);
     rec->has_crc = z->crc != 0;
     rec->crc32 = z->crc;
     rec->data_offset = z->data_off;

@@ -66,6 +66,16 @@ static int find_eocd(ck_zip *a, uint64_t *pos, uint8_t eocd[22], ckpt_error *err
                    "ZIP end of central directory record not found");
 }
 
+/* ck_win() without the call when the bytes are already in the window or
+ * mapped (three lookups a record, a million records). */
+static inline const uint8_t *win(ck_window *w, uint64_t off, size_t n, const char *what,
+                                 ckpt_error *err)
+{
+    if (w->src->map && off <= w->src->size && n <= w->src->size - off) return w->src->map + off;
+    if (off >= w->off && n <= w->len && off - w->off <= w->len - n) return w->buf + (off - w->off);
+    return ck_win(w, off, n, what, err);
+}
+
 int ck_zip_index(ck_zip *a, ckpt_error *err)
 {
     uint8_t e[22] = {0};
@@ -121,11 +131,23 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
 
     a->e = calloc((size_t)entries, sizeof *a->e);
     if (!a->e) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    /* the names back to back, each with its NUL, in one buffer: an entry
+     * takes at least 46 + its name's bytes, so the directory's size less 45
+     * a record bounds them, and so does 64 KiB a record (the tail never
+     * written is never touched) */
+    uint64_t room = cd_size - entries * 45;
+    if (room > entries << 16) room = entries << 16;
+    if (room > SIZE_MAX || !(a->names = malloc((size_t)room)))
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    char *names = a->names;
+    a->cd_off = cd_off;
+    size_t used = 0;
+    a->names_end = names;
     ck_window w = {.src = a->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
     int rc = -1;
     for (uint64_t i = 0; i < entries; i++) {
-        const uint8_t *h = ck_win(&w, p, 46, "central directory", err);
+        const uint8_t *h = win(&w, p, 46, "central directory", err);
         if (!h) goto out;
         if (end - p < 46 || ck_le32(h) != SIG_CENTRAL) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "bad central directory entry %llu",
@@ -133,28 +155,39 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             goto out;
         }
         ck_zip_entry *z = &a->e[i];
-        z->cd_pos = (int64_t)p;
-        z->flags = ck_le16(h + 8);
-        z->method = ck_le16(h + 10);
+        uint16_t flags = ck_le16(h + 8), method = ck_le16(h + 10);
         z->crc = ck_le32(h + 16);
         z->comp_size = ck_le32(h + 20);
         z->size = ck_le32(h + 24);
         uint16_t nlen = ck_le16(h + 28), xlen = ck_le16(h + 30), clen = ck_le16(h + 32);
-        z->local_off = ck_le32(h + 42);
+        uint64_t local_off = ck_le32(h + 42);
         uint64_t total = 46ull + nlen + xlen + clen;
         if (total > end - p) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "central directory entry %llu runs past the directory", (unsigned long long)i);
             goto out;
         }
-        h = ck_win(&w, p, (size_t)total, "central directory", err);
+        h = win(&w, p, (size_t)total, "central directory", err);
         if (!h) goto out;
-        z->name = ck_strndup(a->arena, (const char *)h + 46, nlen);
-        if (!z->name) {
-            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (total != 46ull + nlen && !a->cd_pos) { /* positions no longer derivable */
+            int64_t *pos = malloc((size_t)entries * sizeof *pos);
+            if (!pos) {
+                ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                goto out;
+            }
+            for (size_t k = 0; k < i; k++) pos[k] = ck_zip_cd_pos(a, &a->e[k]);
+            a->cd_pos = pos;
+        }
+        if (a->cd_pos) a->cd_pos[i] = (int64_t)p;
+        if ((uint64_t)nlen + 1 > room - used) { /* cannot happen: see `room` */
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)p, "bad central directory entry %llu",
+                    (unsigned long long)i);
             goto out;
         }
-        z->name_len = nlen;
+        z->name = names + used;
+        memcpy(names + used, h + 46, nlen);
+        used += nlen;
+        names[used++] = 0;
         /* ZIP64 extra field */
         const uint8_t *x = h + 46 + nlen, *xe = x + xlen;
         while (xe - x >= 4) {
@@ -162,7 +195,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             if ((size_t)(xe - x - 4) < sz) break;
             if (id == 1) {
                 const uint8_t *q = x + 4, *qe = q + sz;
-                uint64_t *fields[3] = {&z->size, &z->comp_size, &z->local_off};
+                uint64_t *fields[3] = {&z->size, &z->comp_size, &local_off};
                 for (int k = 0; k < 3; k++) {
                     if (*fields[k] != 0xFFFFFFFFu) continue;
                     if (qe - q < 8) {
@@ -176,16 +209,16 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             }
             x += 4 + sz;
         }
-        if (z->method != 0 && z->method != 8) {
+        if (method != 0 && method != 8) {
             ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' uses compression method %u",
-                    z->name, z->method);
+                    z->name, method);
             goto out;
         }
-        if ((z->flags & 1) && !a->flagged_as_plain) {
+        if ((flags & 1) && !a->flagged_as_plain) {
             ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' is encrypted", z->name);
             goto out;
         }
-        if (z->method == 0 && z->comp_size != z->size) {
+        if (method == 0 && z->comp_size != z->size) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "stored record '%s' has compressed size %llu but size %llu", z->name,
                     (unsigned long long)z->comp_size, (unsigned long long)z->size);
@@ -193,7 +226,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         }
         /* deflate expands at most 1032:1: a larger declared size is a lie that
          * would size buffers (whole records, strided reads) beyond any real data */
-        if (z->method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 &&
+        if (method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 &&
             z->size > (z->comp_size + 1) * 1032) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes "
@@ -201,9 +234,12 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     z->name, (unsigned long long)z->size, (unsigned long long)z->comp_size);
             goto out;
         }
+        z->lh = method == 8 ? CK_ZIP_DEFLATED : 0;
+        z->data_off = local_off; /* until its local header is read below */
         p += total;
         a->n++;
-        if (z->method == 8 && !a->inflater) {
+        a->names_end = names + used; /* the last accepted record's name ends here */
+        if (method == 8 && !a->inflater) {
             ck_inflater *st = calloc(1, sizeof *st);
             if (!st || pthread_mutex_init(&st->lock, NULL) != 0) {
                 free(st);
@@ -213,30 +249,39 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             a->inflater = st;
         }
     }
+    /* the names count against the memory limit, as arena strings would */
+    if (ck_mem_charge(a->arena, used)) {
+        ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        goto out;
+    }
+    a->names_charged = used;
     /* local headers: where each record's bytes start */
     for (size_t i = 0; i < a->n; i++) {
         ck_zip_entry *z = &a->e[i];
-        if (z->local_off > cd_off || cd_off - z->local_off < 30) {
-            ck_fail(err, CKPT_E_FORMAT, z->cd_pos,
+        uint64_t local_off = z->data_off;
+        if (local_off > cd_off || cd_off - local_off < 30) {
+            ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(a, z),
                     "local header of '%s' lies outside the archive (%llu)", z->name,
-                    (unsigned long long)z->local_off);
+                    (unsigned long long)local_off);
             goto out;
         }
-        const uint8_t *h = ck_win(&w, z->local_off, 30, "local header", err);
+        const uint8_t *h = win(&w, local_off, 30, "local header", err);
         if (!h) goto out;
         if (ck_le32(h) != SIG_LOCAL) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
-                    "bad local header signature for '%s'", z->name);
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off, "bad local header signature for '%s'",
+                    z->name);
             goto out;
         }
-        uint64_t data = z->local_off + 30 + ck_le16(h + 26) + ck_le16(h + 28);
+        uint32_t lh = (uint32_t)ck_le16(h + 26) + ck_le16(h + 28);
+        uint64_t data = local_off + 30 + lh;
         if (data > cd_off || z->comp_size > cd_off - data) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                     "record '%s' (%llu bytes at %llu) runs into the central directory", z->name,
                     (unsigned long long)z->comp_size, (unsigned long long)data);
             goto out;
         }
         z->data_off = data;
+        z->lh |= lh;
     }
     rc = 0;
 out:
@@ -370,7 +415,7 @@ int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckp
     int rc = 0;
     for (uint64_t off = 0; off < z->size && rc == 0; off += chunk) {
         size_t n = z->size - off < chunk ? (size_t)(z->size - off) : chunk;
-        if (z->method == 8)
+        if (ck_zip_method(z) == 8)
             rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
         else
             rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
@@ -413,38 +458,40 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
         const ck_zip_entry *z = &a->e[i];
         if (progress && i > 0) progress(ctx, done, total);
         uint8_t h[30];
-        CK_TRY(ck_read(a->src, z->local_off, h, 30, "local header", err));
+        uint64_t local_off = ck_zip_local_off(z);
+        size_t name_len = ck_zip_name_len(a, z);
+        CK_TRY(ck_read(a->src, local_off, h, 30, "local header", err));
         uint16_t nlen = ck_le16(h + 26);
         uint32_t lcrc = ck_le32(h + 14), lcomp = ck_le32(h + 18), lsize = ck_le32(h + 22);
-        if (nlen != z->name_len)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+        if (nlen != name_len)
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                            "local header name length differs for %s", z->name);
         char *name = malloc(nlen ? nlen : 1);
         if (!name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        if (ck_read(a->src, z->local_off + 30, name, nlen, "local header", err)) {
+        if (ck_read(a->src, local_off + 30, name, nlen, "local header", err)) {
             free(name);
             return -1;
         }
         int same = memcmp(name, z->name, nlen) == 0;
         free(name);
         if (!same)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                            "local header name differs for %s", z->name);
-        if (ck_le16(h + 8) != z->method)
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+        if (ck_le16(h + 8) != ck_zip_method(z))
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                            "local header method differs for %s", z->name);
         uint16_t lflags = ck_le16(h + 6);
         if (!(lflags & 8)) {
             if (lcrc != z->crc)
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                                "local header crc differs for %s", z->name);
             if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) ||
                 (lsize != 0xFFFFFFFFu && lsize != z->size))
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->local_off,
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                                "local header sizes differ for %s", z->name);
         }
         uint32_t crc;
-        CK_TRY(z->method == 8 ? ck_zip_crc_deflated(a, z, &crc, err)
+        CK_TRY(ck_zip_method(z) == 8 ? ck_zip_crc_deflated(a, z, &crc, err)
                               : ck_zip_crc_stored(a, z, &crc, err));
         if (z->crc == 0 && crc != 0) {
             if (note) {
@@ -477,20 +524,28 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
 int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf, size_t n,
                 ckpt_error *err)
 {
-    if (z->method == 8) return inflate_range(a, z, off, buf, n, err);
+    if (ck_zip_method(z) == 8) return inflate_range(a, z, off, buf, n, err);
     return ck_read(a->src, z->data_off + off, buf, n, z->name, err);
 }
 
 int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)
 {
-    return z->method == 8 ? ck_zip_crc_deflated(a, z, crc, err) : ck_zip_crc_stored(a, z, crc, err);
+    return ck_zip_method(z) == 8 ? ck_zip_crc_deflated(a, z, crc, err)
+                                 : ck_zip_crc_stored(a, z, crc, err);
 }
 
 void ck_zip_free(ck_zip *a)
 {
     free(a->e);
+    free(a->names);
+    free(a->cd_pos);
+    a->cd_pos = NULL;
+    if (a->names_charged) ck_mem_release(a->arena, a->names_charged);
     inflater_free(a->inflater);
     a->e = NULL;
     a->n = 0;
+    a->names = NULL;
+    a->names_end = NULL;
+    a->names_charged = 0;
     a->inflater = NULL;
 }

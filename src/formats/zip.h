@@ -7,13 +7,15 @@
 
 #include "../common/common.h"
 
+/* One record, 40 bytes (a 1M-record archive holds a million of them): its
+ * name's length, its method, where its local header and its central
+ * directory entry start are derived (ck_zip_name_len(), ck_zip_method(),
+ * ck_zip_local_off(), ck_zip_cd_pos()). */
 typedef struct ck_zip_entry {
-    const char *name;
-    size_t name_len;
-    uint64_t comp_size, size, local_off, data_off;
+    const char *name; /* NUL-terminated, in the archive's one names buffer */
+    uint64_t comp_size, size, data_off;
     uint32_t crc;
-    uint16_t method, flags; /* method 0 stored, 8 deflated */
-    int64_t cd_pos;         /* its central directory entry */
+    uint32_t lh; /* bits 0-16: the local header's name + extra lengths; bit 17: deflated */
 } ck_zip_entry;
 
 typedef struct ck_inflater ck_inflater; /* a resumable inflate cursor */
@@ -27,8 +29,39 @@ typedef struct ck_zip {
                               hide a plain pickle from zipfile-based tools) */
     ck_zip_entry *e;      /* the records, in central directory order */
     size_t n;
+    char *names;           /* every record's name and a NUL, in order */
+    const char *names_end; /* past the last record's NUL */
+    uint64_t names_charged; /* bytes of `names` charged to the arena */
+    uint64_t cd_off;        /* the central directory's first byte */
+    int64_t *cd_pos; /* each record's central directory entry; NULL while
+                        every entry is 46 bytes and its name (torch's) */
     ck_inflater *inflater; /* when records are deflated: sequential reads resume */
 } ck_zip;
+
+#define CK_ZIP_DEFLATED (1u << 17)
+/* 0 stored, 8 deflated (the only methods the index accepts) */
+static inline uint16_t ck_zip_method(const ck_zip_entry *z)
+{
+    return (z->lh & CK_ZIP_DEFLATED) ? 8 : 0;
+}
+static inline uint64_t ck_zip_local_off(const ck_zip_entry *z)
+{
+    return z->data_off - 30 - (z->lh & (CK_ZIP_DEFLATED - 1));
+}
+/* The names are stored back to back: a name ends where the next begins. */
+static inline size_t ck_zip_name_len(const ck_zip *a, const ck_zip_entry *z)
+{
+    const char *next = z + 1 < a->e + a->n ? z[1].name : a->names_end;
+    return (size_t)(next - z->name) - 1;
+}
+
+/* Where a record's central directory entry starts (for messages). */
+static inline int64_t ck_zip_cd_pos(const ck_zip *a, const ck_zip_entry *z)
+{
+    size_t i = (size_t)(z - a->e);
+    if (a->cd_pos) return a->cd_pos[i];
+    return (int64_t)(a->cd_off + 45 * (uint64_t)i + (uint64_t)(z->name - a->names));
+}
 
 /* Read the end records, the central directory and the local headers. */
 int ck_zip_index(ck_zip *a, ckpt_error *err);
