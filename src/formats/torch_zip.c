@@ -114,8 +114,14 @@ static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t of
 static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
                     int64_t pos, size_t *idx, bool *created, ckpt_error *err)
 {
-    char name[96];
-    snprintf(name, sizeof name, "%s%.*s", (const char *)ud, (int)klen, key);
+    char name[96]; /* "<prefix><key>" cut to 95 bytes, without snprintf (once a storage) */
+    const char *pre = ud;
+    size_t pn = strlen(pre), kn;
+    if (pn > sizeof name - 1) pn = sizeof name - 1;
+    kn = klen < sizeof name - 1 - pn ? klen : sizeof name - 1 - pn;
+    memcpy(name, pre, pn);
+    memcpy(name + pn, key, kn);
+    name[pn + kn] = 0;
     const ck_zip_entry *z = record(f, name);
     if (!z)
         return ck_fail(err, CKPT_E_FORMAT, pos, "storage record '%s/%s' is missing", f->root_name,
