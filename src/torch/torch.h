@@ -118,6 +118,25 @@ typedef struct ck_storage {
 
 /* ---- the open file ----------------------------------------------------- */
 
+/* Tensor name -> index of f->tensors, for ckpt_find(): open addressing
+ * whose slots hold the hash's low half and the index + 1; the key is the
+ * listed tensor's own name (no copy, no entry array).  8 bytes a slot, at
+ * most half of them used. */
+typedef struct ck_name_slot {
+    uint32_t tag, idx;
+} ck_name_slot;
+typedef struct ck_name_index {
+    ck_name_slot *slots;
+    size_t count, cap; /* cap: a power of two, or 0 */
+} ck_name_index;
+void ck_name_index_free(ck_name_index *m);
+
+/* A listed tensor whose bytes are in the pickle (catalogue.c). */
+typedef struct ck_held {
+    size_t idx;
+    const ck_tdef *t;
+} ck_held;
+
 struct ck_format; /* formats/formats.h: a container's ops */
 
 struct ckpt_file {
@@ -147,15 +166,16 @@ struct ckpt_file {
     size_t ntensors, cap_tensors;
     ck_tdef **tdefs; /* every tensor the pickles rebuilt */
     size_t ntdefs, cap_tdefs;
-    ck_map tensor_names;
+    ck_name_index tensor_names; /* ckpt_find(): slots only, keys are the names */
     uint64_t total_bytes;
     const char *pickle_label;
     /* what naming walks instead of sel when set (TorchScript: script.c) */
     ckpt_value *names_root;
     ckpt_value *constants, *extra; /* ckpt_part(): TorchScript's, or NULL */
-    ck_tdef **listed_defs;         /* per listed tensor its rebuild (arena; for
-                              tensors held in the pickle: numpy arrays) */
-    size_t cap_listed_defs;
+    /* listed tensors held in the pickle (numpy arrays): their index and
+     * rebuild, in index order (arena; none for most files) */
+    struct ck_held *held;
+    size_t nheld, cap_held;
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
