@@ -60,11 +60,23 @@ static void ob_term(const char *s)
 }
 
 /* Printable ASCII without '"' and '\\': what cli_json_string() copies as it
- * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member). */
+ * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member).  Eight
+ * bytes at a time: a byte below 0x20 or from 0x80, a '"' or a '\\' sets its
+ * top bit in the mask. */
 static int plain_ascii(const char *s, size_t n)
 {
-    size_t i;
-    for (i = 0; i < n; i++) {
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s + i, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
+        if ((x | low | ((q - ones) & ~q) | ((b - ones) & ~b)) & high)
+            return 0;
+    }
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return 0;
     }
@@ -110,6 +122,67 @@ static void put_u64(uint64_t v)
         v /= 10;
     } while (v);
     ob_mem(buf + n, sizeof buf - n);
+}
+
+/* Writers into reserved room: ob_room(n) makes n bytes free (n <= OB_CAP)
+ * and gives where they start; ob_done() takes what was written. */
+static char *ob_room(size_t n)
+{
+    if (n > OB_CAP - ob_len) ob_flush();
+    return ob_buf + ob_len;
+}
+
+static void ob_done(const char *p)
+{
+    ob_len = (size_t)(p - ob_buf);
+}
+
+#define W_LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
+
+/* Decimal of v at p, two digits a step: at most 20 bytes. */
+static char *w_u64(char *p, uint64_t v)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                                "34353637383940414243444546474849505152535455565758596061626364656667"
+                                "6869707172737475767778798081828384858687888990919293949596979899";
+    char tmp[20];
+    size_t n = sizeof tmp;
+    while (v >= 100) {
+        const char *d = pairs + (v % 100) * 2;
+        v /= 100;
+        tmp[--n] = d[1];
+        tmp[--n] = d[0];
+    }
+    if (v >= 10) {
+        tmp[--n] = pairs[v * 2 + 1];
+        tmp[--n] = pairs[v * 2];
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, sizeof tmp - n);
+    return p + (sizeof tmp - n);
+}
+
+static char *w_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return w_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return w_u64(p, (uint64_t)v);
+}
+
+/* "[3, 4]": at most 2 + 22 bytes an entry. */
+static char *w_dims(char *p, const int64_t *d, uint32_t n)
+{
+    uint32_t i;
+    *p++ = '[';
+    for (i = 0; i < n; i++) {
+        if (i) p = W_LIT(p, ", ");
+        p = w_i64(p, d[i]);
+    }
+    *p++ = ']';
+    return p;
 }
 
 static void put_i64(int64_t v)
@@ -381,6 +454,32 @@ static void json_kind(const ckpt_tensor *t)
     }
 }
 
+/* The fixed members of a tensor piece by piece (a rank or dtype name too
+ * long for the room list_json() makes). */
+static void json_fixed(const ckpt_tensor *t, const char *dt)
+{
+    ob_s(", \"dtype\": \"");
+    ob_s(dt);
+    ob_s("\", \"shape\": ");
+    json_dims(t->shape, t->ndim);
+    ob_s(", \"stride\": ");
+    json_dims(t->stride, t->ndim);
+    ob_s(", \"storage\": ");
+    if (t->storage == (size_t)-1)
+        ob_s("null");
+    else
+        put_u64(t->storage);
+    ob_s(", \"storage_offset\": ");
+    put_i64(t->storage_offset);
+    ob_s(", \"nbytes\": ");
+    put_u64(t->nbytes);
+    ob_s(", \"file_offset\": ");
+    if (t->file_offset >= 0)
+        put_i64(t->file_offset);
+    else
+        ob_s("null");
+}
+
 static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
 {
     const ckpt_file *f = d->f;
@@ -402,30 +501,44 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
                                     : "\", \"byteorder\": \"little\", \"tensors\": [");
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        const char *dt;
+        size_t dn;
+        char *p;
         if (!listed(d, o, t)) continue;
         ob_s(first ? "{" : ", {");
         first = 0;
         ob_json_name("name", cli_doc_name(d, t));
-        ob_s(", \"dtype\": \"");
-        ob_s(ckpt_dtype_name(t->dtype));
-        ob_s("\", \"shape\": ");
-        json_dims(t->shape, t->ndim);
-        ob_s(", \"stride\": ");
-        json_dims(t->stride, t->ndim);
-        ob_s(", \"storage\": ");
-        if (t->storage == (size_t)-1)
-            ob_s("null");
-        else
-            put_u64(t->storage);
-        ob_s(", \"storage_offset\": ");
-        put_i64(t->storage_offset);
-        ob_s(", \"nbytes\": ");
-        put_u64(t->nbytes);
-        ob_s(", \"file_offset\": ");
-        if (t->file_offset >= 0)
-            put_i64(t->file_offset);
-        else
-            ob_s("null");
+        dt = ckpt_dtype_name(t->dtype);
+        dn = strlen(dt);
+        /* the fixed members written straight into the buffer: the
+         * numbers bounded, room made once */
+        if (dn > 64 || t->ndim > 512) { /* not a listing ckpt makes: the slow way */
+            json_fixed(t, dt);
+        } else {
+            p = ob_room(320 + 2 * (size_t)t->ndim * 24); /* 248 + dims */
+            p = W_LIT(p, ", \"dtype\": \"");
+            memcpy(p, dt, dn);
+            p += dn;
+            p = W_LIT(p, "\", \"shape\": ");
+            p = w_dims(p, t->shape, t->ndim);
+            p = W_LIT(p, ", \"stride\": ");
+            p = w_dims(p, t->stride, t->ndim);
+            p = W_LIT(p, ", \"storage\": ");
+            if (t->storage == (size_t)-1)
+                p = W_LIT(p, "null");
+            else
+                p = w_u64(p, t->storage);
+            p = W_LIT(p, ", \"storage_offset\": ");
+            p = w_i64(p, t->storage_offset);
+            p = W_LIT(p, ", \"nbytes\": ");
+            p = w_u64(p, t->nbytes);
+            p = W_LIT(p, ", \"file_offset\": ");
+            if (t->file_offset >= 0)
+                p = w_i64(p, t->file_offset);
+            else
+                p = W_LIT(p, "null");
+            ob_done(p);
+        }
         const char *part = ckpt_part_path(f, ckpt_tensor_part(f, t));
         if (part) {
             ob_s(", \"part\": ");
