@@ -46,10 +46,35 @@ static void ob_s(const char *s)
     ob_mem(s, strlen(s));
 }
 
+/* Bytes 0x20-0x7e but '\\': what ckpt_escape() (no flags) writes as they
+ * are, one column each.  Eight bytes at a time, as plain_ascii(). */
+static int term_plain(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, b, d;
+        memcpy(&x, s + i, 8);
+        b = x ^ (ones * '\\');
+        d = x ^ (ones * 0x7f);
+        uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
+        if ((x | low | ((b - ones) & ~b) | ((d - ones) & ~d)) & high) return 0;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '\\') return 0;
+    }
+    return 1;
+}
+
 /* cli_term_put() into the buffer: the library's escaper, the same bytes. */
 static void ob_term(const char *s)
 {
     size_t n = strlen(s), done = 0, c, len;
+    if (term_plain(s, n)) {
+        ob_mem(s, n);
+        return;
+    }
     while (done < n) {
         if (OB_CAP - ob_len < 1024) ob_flush();
         len = ckpt_escape(ob_buf + ob_len, 1024, s + done, n - done, (size_t)-1, 0, &c);
@@ -313,7 +338,42 @@ static int listed(const cli_doc *d, const ls_opts *o, const ckpt_tensor *t)
 
 static size_t name_width(const char *name)
 {
-    return name[0] ? cli_term_width(name) : 2; /* shown as "" */
+    size_t n = strlen(name);
+    if (!n) return 2; /* shown as "" */
+    return term_plain(name, n) ? n : cli_term_width(name);
+}
+
+/* cli_human_size() without snprintf when the digits can be had exactly:
+ * "%.1f" of x / 1024^k is the integer x * 10 / 1024^k rounded half to even
+ * (x < 2^53: the double holds x, and dividing by 1024 is exact). */
+static const char *human_size(uint64_t x, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    char *p = buf;
+    double v;
+    size_t u = 0;
+    uint64_t q, r, half;
+    if (cap < 32 || x >= ((uint64_t)1 << 53)) return cli_human_size(x, buf, cap);
+    if (x < 1024) {
+        p = w_u64(p, x);
+        memcpy(p, " B", 3);
+        return buf;
+    }
+    v = (double)x / 1024.0;
+    while (v >= 1023.95 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    half = (uint64_t)1 << (10 * (u + 1) - 1); /* 1024^(u+1) / 2 */
+    q = x * 10 >> (10 * (u + 1));
+    r = x * 10 & (half * 2 - 1);
+    if (r > half || (r == half && (q & 1))) q++;
+    p = w_u64(p, q / 10);
+    *p++ = '.';
+    *p++ = (char)('0' + q % 10);
+    *p++ = ' ';
+    memcpy(p, units[u], 4);
+    return buf;
 }
 
 static void print_name(const char *name)
@@ -338,7 +398,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         if ((w = name_width(cli_doc_name(d, t))) > wname) wname = w;
         if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype) wdtype = w;
         if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape) wshape = w;
-        if ((w = strlen(cli_human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
+        if ((w = strlen(human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
     }
     ob_s("NAME");
     pad(wname - 4 + 2);
@@ -361,7 +421,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         w = format_dims(dims, sizeof dims, t->shape, t->ndim);
         ob_s(dims);
         pad(wshape - w + 2);
-        w = strlen(cli_human_size(t->nbytes, size, sizeof size));
+        w = strlen(human_size(t->nbytes, size, sizeof size));
         pad(wsize - w);
         ob_s(size);
         pad(2);
