@@ -29,6 +29,10 @@ const char *ckpt_format_name(ckpt_format fmt)
     return "unknown";
 }
 
+/* one of each a storage and a rebuilt tensor: keep them small */
+_Static_assert(sizeof(ck_storage) <= 80, "ck_storage grew");
+_Static_assert(sizeof(ck_tdef) <= 88, "ck_tdef grew");
+
 /* ---- the name index (ckpt_find) ----------------------------------------- */
 
 /* A word at a time (names are ~30 bytes; FNV-1a's byte loop cost more than
@@ -409,7 +413,7 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
         if (end > s->pub.nbytes)
             return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                            "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
-                           name, (unsigned long long)end, s->pkey,
+                           name, (unsigned long long)end, s->pub.key,
                            (unsigned long long)s->pub.nbytes);
         return 0;
     }
@@ -426,7 +430,7 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
     if (end > s->pub.nbytes)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                        "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
-                       name, (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
+                       name, (unsigned long long)end, s->pub.key, (unsigned long long)s->pub.nbytes);
     return 0;
 }
 
@@ -670,7 +674,7 @@ static int emit_one(walker *w, ck_tdef *t)
         }
         f->held[f->nheld++] = (ck_held){f->ntensors, t};
     }
-    if (!t->listed) t->listed = f->ntensors + 1;
+    if (!t->listed) t->listed = (uint32_t)(f->ntensors + 1); /* < max_entries + 1 */
     if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;

@@ -65,8 +65,9 @@ typedef struct ck_tdef {
     uint64_t numel;
     bool requires_grad;
     bool conj, neg;         /* torch 2.x metadata {"conj": True} / {"neg": True} */
+    uint32_t listed;        /* index+1 of the first listed ckpt_tensor, 0 none
+                            (fewer than max_entries are listed) */
     int64_t offset_pos;     /* file offset of the REDUCE, for errors */
-    size_t listed;          /* index+1 of the first listed ckpt_tensor, 0 none */
     ckpt_tensor *desc;      /* a tensor not listed: its nameless descriptor,
                             when its extent is sound */
     const char *unreadable; /* why its bytes cannot be read; NULL: readable */
@@ -100,20 +101,19 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
     return (ck_tdef *)v->u.ext;
 }
 
-/* A storage as the container knows it. */
+/* A storage as the container knows it: 80 bytes. */
 typedef struct ck_storage {
-    ckpt_storage pub;
-    const char *pkey;  /* arena copy of the key */
+    ckpt_storage pub;  /* pub.key: the arena copy of the key */
     uint64_t data_off; /* where bytes start in the file (when not packed) */
     size_t rec;        /* the container's record of it (ZIP: its entry) */
-    int64_t root;      /* legacy/tar view: index of the root storage, -1 */
     uint64_t view_off; /* bytes into the root */
     uint64_t declared; /* legacy/tar: numel declared by the pickle */
     int64_t decl_pos;  /* file offset where it was declared */
+    int32_t root;      /* legacy/tar view: index of the root storage, -1
+                          (ck_storage_new() keeps indices below INT32_MAX) */
     bool packed;       /* compressed: only the container reads them */
     bool resolved;     /* data_off/pub.nbytes known */
     bool untyped;      /* UntypedStorage (dtype from the tensor) */
-    /* (the flags last: 96 bytes a storage, not 104) */
 } ck_storage;
 
 /* ---- the open file ----------------------------------------------------- */
