@@ -502,10 +502,84 @@ int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err)
     return 0;
 }
 
+/* ---- shared shapes and strides ------------------------------------------- */
+
+/* Most tensors of a checkpoint share a few shapes (100k tensors of (a): 64
+ * pairs; 1M of (e): one): a tensor whose shape and stride equal an earlier
+ * one's points at that one's arrays.  Ranks up to 8, at most DIMS_MAX
+ * distinct pairs (then new pairs are kept unshared): the table is at most
+ * 2 * DIMS_MAX slots of arena. */
+typedef struct ck_dims_slot {
+    uint32_t ndim, tag; /* ndim 0: empty */
+    const int64_t *shape, *stride;
+} ck_dims_slot;
+
+#define DIMS_MAX_RANK 8u
+#define DIMS_MAX 4096u
+
+static uint64_t dims_hash(uint32_t ndim, const int64_t *shape, const int64_t *stride)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull * (ndim + 1u);
+    for (uint32_t i = 0; i < ndim; i++) {
+        h = (h ^ (uint64_t)shape[i]) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        h = (h ^ (uint64_t)stride[i]) * 0xc4ceb9fe1a85ec53ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool dims_grow(ckpt_file *f)
+{
+    size_t ncap = f->cap_dims ? f->cap_dims * 2 : 64;
+    ck_dims_slot *ns = ck_alloc(&f->arena, ncap * sizeof *ns); /* zeroed; the old one left */
+    if (!ns) return false;
+    for (size_t i = 0; i < f->cap_dims; i++) {
+        if (!f->dims[i].ndim) continue;
+        size_t j = f->dims[i].tag & (ncap - 1);
+        while (ns[j].ndim) j = (j + 1) & (ncap - 1);
+        ns[j] = f->dims[i];
+    }
+    f->dims = ns;
+    f->cap_dims = ncap;
+    return true;
+}
+
+static void share_dims(ckpt_file *f, uint32_t ndim, const int64_t **shape, const int64_t **stride)
+{
+    const int64_t *sh = *shape, *st = *stride;
+    if (ndim == 0 || ndim > DIMS_MAX_RANK || !sh || !st) return;
+    if (!f->cap_dims && !dims_grow(f)) return;
+    uint32_t tag = (uint32_t)dims_hash(ndim, sh, st);
+    size_t mask = f->cap_dims - 1, i;
+    size_t bytes = ndim * sizeof *sh;
+    for (i = tag & mask; f->dims[i].ndim; i = (i + 1) & mask) {
+        const ck_dims_slot *d = &f->dims[i];
+        if (d->tag != tag || d->ndim != ndim) continue;
+        uint32_t k = 0;
+        while (k < ndim && d->shape[k] == sh[k] && d->stride[k] == st[k]) k++;
+        if (k < ndim) continue;
+        *shape = d->shape;
+        *stride = d->stride;
+        /* give the caller's pair back in one piece (rebuilds and TAR
+         * records allocate shape, then stride, just before) */
+        if ((const char *)sh + bytes == (const char *)st)
+            ck_alloc_undo(&f->arena, (void *)(uintptr_t)sh, 2 * bytes);
+        return;
+    }
+    if (f->ndims + 1 > f->cap_dims / 2) {
+        if (f->cap_dims >= 2 * DIMS_MAX || !dims_grow(f)) return; /* kept unshared */
+        mask = f->cap_dims - 1;
+        for (i = tag & mask; f->dims[i].ndim; i = (i + 1) & mask) continue;
+    }
+    f->dims[i] = (ck_dims_slot){ndim, tag, sh, st};
+    f->ndims++;
+}
+
 /* The one tensor validator, for pickled rebuilds and TAR records alike:
  * the element count and byte size of a tensor whose shape and stride were
  * read (non-negative, rank checked) by the caller.  shape/stride are arena
- * arrays the tensor keeps. */
+ * arrays the tensor keeps, or gives back for an equal pair (share_dims()). */
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err)
@@ -520,6 +594,7 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                        "tensor of %llu elements exceeds the tensor size limit (its byte count "
                        "overflows 64 bits)",
                        (unsigned long long)numel);
+    share_dims(f, ndim, &shape, &stride);
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
     CK_TRY(ck_add_tdef(f, t, err));

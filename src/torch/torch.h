@@ -176,6 +176,9 @@ struct ckpt_file {
      * rebuild, in index order (arena; none for most files) */
     struct ck_held *held;
     size_t nheld, cap_held;
+    /* shape/stride pairs shared by the tensors that have them (arena) */
+    struct ck_dims_slot *dims;
+    size_t ndims, cap_dims;
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
@@ -223,8 +226,12 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
 
 /* ---- tensors ------------------------------------------------------------- */
 /* The one validator: a tensor of `dtype` over storage `storage` with
- * shape/stride (ndim entries, copied), element offset; checks rank, signs,
- * element count and byte size, records it, returns it.  `pos`: for errors. */
+ * shape/stride (ndim entries: arena arrays), element offset; checks the
+ * element count and byte size, records it, returns it.  `pos`: for errors.
+ * The tensor keeps shape/stride, or an equal pair an earlier tensor kept:
+ * the caller's arrays are then given back when they are the arena's latest
+ * allocations, shape just before stride.  After the call, use
+ * (*out)->shape and (*out)->stride. */
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err);
