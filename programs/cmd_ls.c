@@ -46,10 +46,35 @@ static void ob_s(const char *s)
     ob_mem(s, strlen(s));
 }
 
+/* Bytes 0x20-0x7e but '\\': what ckpt_escape() (no flags) writes as they
+ * are, one column each.  Eight bytes at a time, as plain_ascii(). */
+static int term_plain(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, b, d;
+        memcpy(&x, s + i, 8);
+        b = x ^ (ones * '\\');
+        d = x ^ (ones * 0x7f);
+        uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
+        if ((x | low | ((b - ones) & ~b) | ((d - ones) & ~d)) & high) return 0;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '\\') return 0;
+    }
+    return 1;
+}
+
 /* cli_term_put() into the buffer: the library's escaper, the same bytes. */
 static void ob_term(const char *s)
 {
     size_t n = strlen(s), done = 0, c, len;
+    if (term_plain(s, n)) {
+        ob_mem(s, n);
+        return;
+    }
     while (done < n) {
         if (OB_CAP - ob_len < 1024) ob_flush();
         len = ckpt_escape(ob_buf + ob_len, 1024, s + done, n - done, (size_t)-1, 0, &c);
@@ -60,11 +85,23 @@ static void ob_term(const char *s)
 }
 
 /* Printable ASCII without '"' and '\\': what cli_json_string() copies as it
- * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member). */
+ * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member).  Eight
+ * bytes at a time: a byte below 0x20 or from 0x80, a '"' or a '\\' sets its
+ * top bit in the mask. */
 static int plain_ascii(const char *s, size_t n)
 {
-    size_t i;
-    for (i = 0; i < n; i++) {
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s + i, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
+        if ((x | low | ((q - ones) & ~q) | ((b - ones) & ~b)) & high)
+            return 0;
+    }
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return 0;
     }
@@ -110,6 +147,67 @@ static void put_u64(uint64_t v)
         v /= 10;
     } while (v);
     ob_mem(buf + n, sizeof buf - n);
+}
+
+/* Writers into reserved room: ob_room(n) makes n bytes free (n <= OB_CAP)
+ * and gives where they start; ob_done() takes what was written. */
+static char *ob_room(size_t n)
+{
+    if (n > OB_CAP - ob_len) ob_flush();
+    return ob_buf + ob_len;
+}
+
+static void ob_done(const char *p)
+{
+    ob_len = (size_t)(p - ob_buf);
+}
+
+#define W_LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
+
+/* Decimal of v at p, two digits a step: at most 20 bytes. */
+static char *w_u64(char *p, uint64_t v)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                                "34353637383940414243444546474849505152535455565758596061626364656667"
+                                "6869707172737475767778798081828384858687888990919293949596979899";
+    char tmp[20];
+    size_t n = sizeof tmp;
+    while (v >= 100) {
+        const char *d = pairs + (v % 100) * 2;
+        v /= 100;
+        tmp[--n] = d[1];
+        tmp[--n] = d[0];
+    }
+    if (v >= 10) {
+        tmp[--n] = pairs[v * 2 + 1];
+        tmp[--n] = pairs[v * 2];
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, sizeof tmp - n);
+    return p + (sizeof tmp - n);
+}
+
+static char *w_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return w_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return w_u64(p, (uint64_t)v);
+}
+
+/* "[3, 4]": at most 2 + 22 bytes an entry. */
+static char *w_dims(char *p, const int64_t *d, uint32_t n)
+{
+    uint32_t i;
+    *p++ = '[';
+    for (i = 0; i < n; i++) {
+        if (i) p = W_LIT(p, ", ");
+        p = w_i64(p, d[i]);
+    }
+    *p++ = ']';
+    return p;
 }
 
 static void put_i64(int64_t v)
@@ -240,7 +338,42 @@ static int listed(const cli_doc *d, const ls_opts *o, const ckpt_tensor *t)
 
 static size_t name_width(const char *name)
 {
-    return name[0] ? cli_term_width(name) : 2; /* shown as "" */
+    size_t n = strlen(name);
+    if (!n) return 2; /* shown as "" */
+    return term_plain(name, n) ? n : cli_term_width(name);
+}
+
+/* cli_human_size() without snprintf when the digits can be had exactly:
+ * "%.1f" of x / 1024^k is the integer x * 10 / 1024^k rounded half to even
+ * (x < 2^53: the double holds x, and dividing by 1024 is exact). */
+static const char *human_size(uint64_t x, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    char *p = buf;
+    double v;
+    size_t u = 0;
+    uint64_t q, r, half;
+    if (cap < 32 || x >= ((uint64_t)1 << 53)) return cli_human_size(x, buf, cap);
+    if (x < 1024) {
+        p = w_u64(p, x);
+        memcpy(p, " B", 3);
+        return buf;
+    }
+    v = (double)x / 1024.0;
+    while (v >= 1023.95 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    half = (uint64_t)1 << (10 * (u + 1) - 1); /* 1024^(u+1) / 2 */
+    q = x * 10 >> (10 * (u + 1));
+    r = x * 10 & (half * 2 - 1);
+    if (r > half || (r == half && (q & 1))) q++;
+    p = w_u64(p, q / 10);
+    *p++ = '.';
+    *p++ = (char)('0' + q % 10);
+    *p++ = ' ';
+    memcpy(p, units[u], 4);
+    return buf;
 }
 
 static void print_name(const char *name)
@@ -265,7 +398,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         if ((w = name_width(cli_doc_name(d, t))) > wname) wname = w;
         if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype) wdtype = w;
         if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape) wshape = w;
-        if ((w = strlen(cli_human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
+        if ((w = strlen(human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
     }
     ob_s("NAME");
     pad(wname - 4 + 2);
@@ -288,7 +421,7 @@ static int list_table(const cli_doc *d, const ls_opts *o)
         w = format_dims(dims, sizeof dims, t->shape, t->ndim);
         ob_s(dims);
         pad(wshape - w + 2);
-        w = strlen(cli_human_size(t->nbytes, size, sizeof size));
+        w = strlen(human_size(t->nbytes, size, sizeof size));
         pad(wsize - w);
         ob_s(size);
         pad(2);
@@ -381,6 +514,32 @@ static void json_kind(const ckpt_tensor *t)
     }
 }
 
+/* The fixed members of a tensor piece by piece (a rank or dtype name too
+ * long for the room list_json() makes). */
+static void json_fixed(const ckpt_tensor *t, const char *dt)
+{
+    ob_s(", \"dtype\": \"");
+    ob_s(dt);
+    ob_s("\", \"shape\": ");
+    json_dims(t->shape, t->ndim);
+    ob_s(", \"stride\": ");
+    json_dims(t->stride, t->ndim);
+    ob_s(", \"storage\": ");
+    if (t->storage == (size_t)-1)
+        ob_s("null");
+    else
+        put_u64(t->storage);
+    ob_s(", \"storage_offset\": ");
+    put_i64(t->storage_offset);
+    ob_s(", \"nbytes\": ");
+    put_u64(t->nbytes);
+    ob_s(", \"file_offset\": ");
+    if (t->file_offset >= 0)
+        put_i64(t->file_offset);
+    else
+        ob_s("null");
+}
+
 static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
 {
     const ckpt_file *f = d->f;
@@ -402,30 +561,44 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
                                     : "\", \"byteorder\": \"little\", \"tensors\": [");
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        const char *dt;
+        size_t dn;
+        char *p;
         if (!listed(d, o, t)) continue;
         ob_s(first ? "{" : ", {");
         first = 0;
         ob_json_name("name", cli_doc_name(d, t));
-        ob_s(", \"dtype\": \"");
-        ob_s(ckpt_dtype_name(t->dtype));
-        ob_s("\", \"shape\": ");
-        json_dims(t->shape, t->ndim);
-        ob_s(", \"stride\": ");
-        json_dims(t->stride, t->ndim);
-        ob_s(", \"storage\": ");
-        if (t->storage == (size_t)-1)
-            ob_s("null");
-        else
-            put_u64(t->storage);
-        ob_s(", \"storage_offset\": ");
-        put_i64(t->storage_offset);
-        ob_s(", \"nbytes\": ");
-        put_u64(t->nbytes);
-        ob_s(", \"file_offset\": ");
-        if (t->file_offset >= 0)
-            put_i64(t->file_offset);
-        else
-            ob_s("null");
+        dt = ckpt_dtype_name(t->dtype);
+        dn = strlen(dt);
+        /* the fixed members written straight into the buffer: the
+         * numbers bounded, room made once */
+        if (dn > 64 || t->ndim > 512) { /* not a listing ckpt makes: the slow way */
+            json_fixed(t, dt);
+        } else {
+            p = ob_room(320 + 2 * (size_t)t->ndim * 24); /* 248 + dims */
+            p = W_LIT(p, ", \"dtype\": \"");
+            memcpy(p, dt, dn);
+            p += dn;
+            p = W_LIT(p, "\", \"shape\": ");
+            p = w_dims(p, t->shape, t->ndim);
+            p = W_LIT(p, ", \"stride\": ");
+            p = w_dims(p, t->stride, t->ndim);
+            p = W_LIT(p, ", \"storage\": ");
+            if (t->storage == (size_t)-1)
+                p = W_LIT(p, "null");
+            else
+                p = w_u64(p, t->storage);
+            p = W_LIT(p, ", \"storage_offset\": ");
+            p = w_i64(p, t->storage_offset);
+            p = W_LIT(p, ", \"nbytes\": ");
+            p = w_u64(p, t->nbytes);
+            p = W_LIT(p, ", \"file_offset\": ");
+            if (t->file_offset >= 0)
+                p = w_i64(p, t->file_offset);
+            else
+                p = W_LIT(p, "null");
+            ob_done(p);
+        }
         const char *part = ckpt_part_path(f, ckpt_tensor_part(f, t));
         if (part) {
             ob_s(", \"part\": ");

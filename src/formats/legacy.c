@@ -78,7 +78,7 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
         if (s->root >= 0 || s->resolved) {
             ck_win_free(&w);
             return ck_fail(err, CKPT_E_FORMAT, pos,
-                           "legacy stream: storage '%s' listed twice or is a view", s->pkey);
+                           "legacy stream: storage '%s' listed twice or is a view", s->pub.key);
         }
         const uint8_t *h = ck_win(&w, off, 8, "legacy storage header", err);
         if (!h) {
@@ -90,14 +90,14 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
             ck_win_free(&w);
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
                            "legacy storage '%s' holds %llu elements but the pickle declared %llu",
-                           s->pkey, (unsigned long long)count, (unsigned long long)s->declared);
+                           s->pub.key, (unsigned long long)count, (unsigned long long)s->declared);
         }
         off += 8;
         if (s->pub.nbytes > f->src.size - off) {
             ck_win_free(&w);
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
                            "legacy storage '%s' (%llu bytes) runs past the end of the file",
-                           s->pkey, (unsigned long long)s->pub.nbytes);
+                           s->pub.key, (unsigned long long)s->pub.nbytes);
         }
         s->data_off = off;
         s->pub.file_offset = (int64_t)off;
@@ -116,7 +116,7 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
         if (s->root >= 0) continue;
         if (!s->resolved)
             return ck_fail(err, CKPT_E_FORMAT, s->decl_pos,
-                           "legacy storage '%s' has no data in the file", s->pkey);
+                           "legacy storage '%s' has no data in the file", s->pub.key);
     }
     for (size_t i = 0; i < f->nstorages; i++) {
         ck_storage *s = &f->storages[i];

@@ -292,7 +292,7 @@ int ck_multi_add_chunked(ckpt_file *f, ck_multi *m, const char *name, ckpt_dtype
     l->ndim = ndim;
     l->shape = ck_tdef_of(v)->shape;
     l->dtype = dtype;
-    l->name = s->pkey;
+    l->name = s->pub.key;
     return ck_multi_add_value(f, m, name, v, err);
 }
 
@@ -480,7 +480,7 @@ static int link_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ckpt_err
         size_t si;
         if (!map[t->storage]) {
             char key[96];
-            snprintf(key, sizeof key, "%zu/%s", p, sub->storages[t->storage].pkey);
+            snprintf(key, sizeof key, "%zu/%s", p, sub->storages[t->storage].pub.key);
             if ((r = ck_storage_new(f, key, strlen(key), &si, err)) ||
                 (r = add_link(f, m, si, err)))
                 break;

@@ -151,7 +151,7 @@ void ckpt_close(ckpt_file *f)
     if (f->fmt && f->fmt->close) f->fmt->close(f);
     ck_source_close(&f->src);
     ck_map_free(&f->storage_keys);
-    ck_map_free(&f->tensor_names);
+    ck_name_index_free(&f->tensor_names);
     free(f->storages);
     free(f->tensors);
     free(f->tdefs);

@@ -160,7 +160,7 @@ static int st_entry(ckpt_file *f, const char *name, json_t *e, uint64_t data_sta
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     item->b = b;
     item->e = en;
-    item->name = f->storages[si].pkey;
+    item->name = f->storages[si].pub.key;
     return 0;
 }
 

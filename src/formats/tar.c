@@ -304,7 +304,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
         ck_storage *s = &f->storages[vidx];
         size_t es = ck_dtype_size(r->pub.dtype);
         s->pub.dtype = r->pub.dtype;
-        s->root = (int64_t)ridx;
+        s->root = (int32_t)ridx;
         s->view_off = (uint64_t)o * es;
         s->pub.nbytes = (uint64_t)cnt * es;
         s->declared = (uint64_t)cnt;

@@ -29,6 +29,98 @@ const char *ckpt_format_name(ckpt_format fmt)
     return "unknown";
 }
 
+/* one of each a storage and a rebuilt tensor: keep them small */
+_Static_assert(sizeof(ck_storage) <= 80, "ck_storage grew");
+_Static_assert(sizeof(ck_tdef) <= 88, "ck_tdef grew");
+
+/* ---- the name index (ckpt_find) ----------------------------------------- */
+
+/* A word at a time (names are ~30 bytes; FNV-1a's byte loop cost more than
+ * the probe); the finalizer spreads the bits the table indexes by. */
+static uint64_t name_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n, x;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&x, s, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    x = 0;
+    if (n) memcpy(&x, s, n);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+void ck_name_index_free(ck_name_index *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+/* Room for n names in all (0, or -1 on OOM).  No name is hashed again. */
+static int name_index_reserve(ck_name_index *m, size_t n)
+{
+    size_t ncap = m->cap ? m->cap : 64;
+    while (n > ncap / 2) {
+        if (ncap > ((size_t)1 << 31)) return -1; /* tags hold the home index */
+        ncap *= 2;
+    }
+    if (ncap <= m->cap) return 0;
+    ck_name_slot *slots = calloc(ncap, sizeof *slots);
+    if (!slots) return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].idx) continue;
+        size_t j = (size_t)m->slots[i].tag & (ncap - 1);
+        while (slots[j].idx) j = (j + 1) & (ncap - 1);
+        slots[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = ncap;
+    return 0;
+}
+
+static bool name_is(const ckpt_tensor *t, const char *k, size_t n)
+{
+    return memcmp(t->name, k, n) == 0 && t->name[n] == 0;
+}
+
+/* Add tensor `idx` (f->tensors[idx].name, n bytes): 0, 1 when the name is
+ * taken, -1 on OOM. */
+static int name_index_add(ckpt_file *f, size_t idx, size_t n)
+{
+    ck_name_index *m = &f->tensor_names;
+    if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
+    const char *k = f->tensors[idx].name;
+    uint64_t h = name_hash(k, n);
+    uint32_t tag = (uint32_t)h;
+    size_t mask = m->cap - 1, i;
+    for (i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask)
+        if (m->slots[i].tag == tag && name_is(&f->tensors[m->slots[i].idx - 1], k, n)) return 1;
+    m->slots[i].tag = tag;
+    m->slots[i].idx = (uint32_t)(idx + 1);
+    m->count++;
+    return 0;
+}
+
+static const ckpt_tensor *name_index_get(const ckpt_file *f, const char *k)
+{
+    const ck_name_index *m = &f->tensor_names;
+    if (!m->cap) return NULL;
+    size_t n = strlen(k);
+    uint64_t h = name_hash(k, n);
+    uint32_t tag = (uint32_t)h;
+    size_t mask = m->cap - 1;
+    for (size_t i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask) {
+        const ckpt_tensor *t = &f->tensors[m->slots[i].idx - 1];
+        if (m->slots[i].tag == tag && name_is(t, k, n)) return t;
+    }
+    return NULL;
+}
+
 /* ---- naming ------------------------------------------------------------- */
 
 /* A path longer than this is not kept (keys shared through the memo could
@@ -41,11 +133,27 @@ typedef struct walker {
     char *name;
     size_t len, cap;
     size_t stored;      /* bytes of name[] that hold the path: len, or less when too long */
-    uint32_t *onpath;   /* per value id: 0 not walked, 1 walked: holds no tensor,
-                         depth + 2 being walked at that depth (cycle guard) */
+    uint8_t *onpath;    /* per value id: 0 not walked, 1 walked: holds no tensor,
+                         depth + 2 being walked at that depth (cycle guard), or
+                         ONPATH_DEEP when that depth is DEEP_FROM or more */
+    uint32_t *deep;     /* deep[d - DEEP_FROM]: the id walked at depth d */
     uint64_t visits;    /* against max_expansion: values visited, tensors listed */
     uint32_t cycle_min; /* least depth of a cycle guard met below the current value */
 } walker;
+
+/* One byte a value id, not four: depths past DEEP_FROM (no honest file
+ * nests so deep) are looked up in w->deep, the ids along the path. */
+#define ONPATH_DEEP 255u
+#define DEEP_FROM (ONPATH_DEEP - 2u)
+
+static uint32_t onpath_depth(const walker *w, uint32_t id, uint32_t depth)
+{
+    uint8_t s = w->onpath[id];
+    if (s < ONPATH_DEEP) return (uint32_t)s - 2;
+    for (uint32_t d = DEEP_FROM; d < depth; d++)
+        if (w->deep[d - DEEP_FROM] == id) return d;
+    return depth; /* not reached: v is on the path above */
+}
 
 static int name_push(walker *w, const char *s, size_t n, size_t *saved)
 {
@@ -78,13 +186,29 @@ static void name_pop(walker *w, size_t saved)
     }
 }
 
-/* Text of a dict key for a tensor name. */
+/* Decimal of v at the end of buf[24]: its first byte. */
+static char *dec_u64(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+/* Text of a dict key for a tensor name (buf: cap >= 24 bytes). */
 static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, const char **out)
 {
     switch (k->kind) {
     case CKPT_V_STR:
     case CKPT_V_BIGINT: *out = k->u.s.p; return k->u.s.n;
-    case CKPT_V_INT: *out = buf; return (size_t)snprintf(buf, cap, "%lld", (long long)k->u.i);
+    case CKPT_V_INT: { /* "%lld" without snprintf */
+        uint64_t u = k->u.i < 0 ? (uint64_t)0 - (uint64_t)k->u.i : (uint64_t)k->u.i;
+        char *p = dec_u64(buf + 24, u);
+        if (k->u.i < 0) *--p = '-';
+        *out = p;
+        return (size_t)(buf + 24 - p);
+    }
     case CKPT_V_BOOL: *out = k->u.b ? "True" : "False"; return strlen(*out);
     case CKPT_V_NONE: *out = "None"; return 4;
     case CKPT_V_FLOAT: *out = buf; return (size_t)snprintf(buf, cap, "%.17g", k->u.f);
@@ -107,10 +231,13 @@ static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, u
 
 static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth)
 {
-    char buf[32];
+    char buf[24];
     for (size_t i = 0; i < v->u.seq.n; i++) {
-        int n = snprintf(buf, sizeof buf, "%zu", i);
-        CK_TRY(walk_child(w, buf, (size_t)n, v->u.seq.v[i], depth));
+        const ckpt_value *c = v->u.seq.v[i];
+        if (c->kind <= CKPT_V_BYTES || c->kind == CKPT_V_GLOBAL || c->kind == CKPT_V_STORAGE)
+            continue; /* walk_child() skips it */
+        char *p = dec_u64(buf + sizeof buf, (uint64_t)i);
+        CK_TRY(walk_child(w, p, (size_t)(buf + sizeof buf - p), c, depth));
     }
     return 0;
 }
@@ -216,11 +343,18 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
     if (v->kind == CKPT_V_TENSOR) return emit(w, v);
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     if (w->onpath[v->id]) { /* being walked above (a cycle), or known to hold no tensor */
-        if (w->onpath[v->id] >= 2 && w->onpath[v->id] - 2 < w->cycle_min)
-            w->cycle_min = w->onpath[v->id] - 2;
+        if (w->onpath[v->id] >= 2) {
+            uint32_t d = onpath_depth(w, v->id, depth);
+            if (d < w->cycle_min) w->cycle_min = d;
+        }
         return 0;
     }
-    w->onpath[v->id] = depth + 2;
+    if (depth >= DEEP_FROM) {
+        w->onpath[v->id] = (uint8_t)ONPATH_DEEP;
+        w->deep[depth - DEEP_FROM] = v->id;
+    } else {
+        w->onpath[v->id] = (uint8_t)(depth + 2);
+    }
     size_t ntensors = w->f->ntensors;
     uint32_t cycle_min = w->cycle_min;
     w->cycle_min = UINT32_MAX;
@@ -279,7 +413,7 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
         if (end > s->pub.nbytes)
             return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                            "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
-                           name, (unsigned long long)end, s->pkey,
+                           name, (unsigned long long)end, s->pub.key,
                            (unsigned long long)s->pub.nbytes);
         return 0;
     }
@@ -296,7 +430,7 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
     if (end > s->pub.nbytes)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                        "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
-                       name, (unsigned long long)end, s->pkey, (unsigned long long)s->pub.nbytes);
+                       name, (unsigned long long)end, s->pub.key, (unsigned long long)s->pub.nbytes);
     return 0;
 }
 
@@ -368,10 +502,84 @@ int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err)
     return 0;
 }
 
+/* ---- shared shapes and strides ------------------------------------------- */
+
+/* Most tensors of a checkpoint share a few shapes (100k tensors of (a): 64
+ * pairs; 1M of (e): one): a tensor whose shape and stride equal an earlier
+ * one's points at that one's arrays.  Ranks up to 8, at most DIMS_MAX
+ * distinct pairs (then new pairs are kept unshared): the table is at most
+ * 2 * DIMS_MAX slots of arena. */
+typedef struct ck_dims_slot {
+    uint32_t ndim, tag; /* ndim 0: empty */
+    const int64_t *shape, *stride;
+} ck_dims_slot;
+
+#define DIMS_MAX_RANK 8u
+#define DIMS_MAX 4096u
+
+static uint64_t dims_hash(uint32_t ndim, const int64_t *shape, const int64_t *stride)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull * (ndim + 1u);
+    for (uint32_t i = 0; i < ndim; i++) {
+        h = (h ^ (uint64_t)shape[i]) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        h = (h ^ (uint64_t)stride[i]) * 0xc4ceb9fe1a85ec53ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool dims_grow(ckpt_file *f)
+{
+    size_t ncap = f->cap_dims ? f->cap_dims * 2 : 64;
+    ck_dims_slot *ns = ck_alloc(&f->arena, ncap * sizeof *ns); /* zeroed; the old one left */
+    if (!ns) return false;
+    for (size_t i = 0; i < f->cap_dims; i++) {
+        if (!f->dims[i].ndim) continue;
+        size_t j = f->dims[i].tag & (ncap - 1);
+        while (ns[j].ndim) j = (j + 1) & (ncap - 1);
+        ns[j] = f->dims[i];
+    }
+    f->dims = ns;
+    f->cap_dims = ncap;
+    return true;
+}
+
+static void share_dims(ckpt_file *f, uint32_t ndim, const int64_t **shape, const int64_t **stride)
+{
+    const int64_t *sh = *shape, *st = *stride;
+    if (ndim == 0 || ndim > DIMS_MAX_RANK || !sh || !st) return;
+    if (!f->cap_dims && !dims_grow(f)) return;
+    uint32_t tag = (uint32_t)dims_hash(ndim, sh, st);
+    size_t mask = f->cap_dims - 1, i;
+    size_t bytes = ndim * sizeof *sh;
+    for (i = tag & mask; f->dims[i].ndim; i = (i + 1) & mask) {
+        const ck_dims_slot *d = &f->dims[i];
+        if (d->tag != tag || d->ndim != ndim) continue;
+        uint32_t k = 0;
+        while (k < ndim && d->shape[k] == sh[k] && d->stride[k] == st[k]) k++;
+        if (k < ndim) continue;
+        *shape = d->shape;
+        *stride = d->stride;
+        /* give the caller's pair back in one piece (rebuilds and TAR
+         * records allocate shape, then stride, just before) */
+        if ((const char *)sh + bytes == (const char *)st)
+            ck_alloc_undo(&f->arena, (void *)(uintptr_t)sh, 2 * bytes);
+        return;
+    }
+    if (f->ndims + 1 > f->cap_dims / 2) {
+        if (f->cap_dims >= 2 * DIMS_MAX || !dims_grow(f)) return; /* kept unshared */
+        mask = f->cap_dims - 1;
+        for (i = tag & mask; f->dims[i].ndim; i = (i + 1) & mask) continue;
+    }
+    f->dims[i] = (ck_dims_slot){ndim, tag, sh, st};
+    f->ndims++;
+}
+
 /* The one tensor validator, for pickled rebuilds and TAR records alike:
  * the element count and byte size of a tensor whose shape and stride were
  * read (non-negative, rank checked) by the caller.  shape/stride are arena
- * arrays the tensor keeps. */
+ * arrays the tensor keeps, or gives back for an equal pair (share_dims()). */
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err)
@@ -386,6 +594,7 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                        "tensor of %llu elements exceeds the tensor size limit (its byte count "
                        "overflows 64 bits)",
                        (unsigned long long)numel);
+    share_dims(f, ndim, &shape, &stride);
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
     CK_TRY(ck_add_tdef(f, t, err));
@@ -524,21 +733,23 @@ static int emit_one(walker *w, ck_tdef *t)
     memset(o, 0, sizeof *o);
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
     o->name = ck_strndup(&f->arena, name, nlen);
-    int added = o->name ? ck_map_add(&f->tensor_names, o->name, nlen, f->ntensors, NULL) : -1;
+    int added = o->name ? name_index_add(f, f->ntensors, nlen) : -1;
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     if (added > 0)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
-    if (f->ntensors >= f->cap_listed_defs) { /* arena: doubled, the old one left */
-        size_t nc = f->cap_listed_defs ? f->cap_listed_defs * 2 : 64;
-        ck_tdef **nd = ck_alloc(&f->arena, nc * sizeof *nd);
-        if (!nd) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-        if (f->ntensors) memcpy(nd, f->listed_defs, f->ntensors * sizeof *nd);
-        f->listed_defs = nd;
-        f->cap_listed_defs = nc;
+    if (k && k->bytes) { /* held in the pickle: mem_read() needs its rebuild */
+        if (f->nheld == f->cap_held) { /* arena: doubled, the old one left */
+            size_t nc = f->cap_held ? f->cap_held * 2 : 16;
+            ck_held *nh = ck_alloc(&f->arena, nc * sizeof *nh);
+            if (!nh) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+            if (f->nheld) memcpy(nh, f->held, f->nheld * sizeof *nh);
+            f->held = nh;
+            f->cap_held = nc;
+        }
+        f->held[f->nheld++] = (ck_held){f->ntensors, t};
     }
-    f->listed_defs[f->ntensors] = t;
-    if (!t->listed) t->listed = f->ntensors + 1;
+    if (!t->listed) t->listed = (uint32_t)(f->ntensors + 1); /* < max_entries + 1 */
     if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
@@ -585,8 +796,26 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
     if (!f->sel || f->opt.skip_tensors) return 0;
     walker w = {.f = f, .err = err};
     w.onpath = calloc(f->pk.next_id ? f->pk.next_id : 1, sizeof *w.onpath);
+    if (f->opt.max_depth >= DEEP_FROM)
+        w.deep = malloc((f->opt.max_depth + 1 - DEEP_FROM) * sizeof *w.deep);
     w.cycle_min = UINT32_MAX;
-    if (!w.onpath) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    /* as many tensors as rebuilds, nearly always: the table and the name
+     * index sized once (a table grown by doubling copies itself, and its
+     * freed halves stay in the heap) */
+    size_t guess = f->ntdefs < f->opt.max_entries ? f->ntdefs : f->opt.max_entries;
+    if (guess > f->cap_tensors && guess <= SIZE_MAX / sizeof *f->tensors) {
+        ckpt_tensor *nt = realloc(f->tensors, guess * sizeof *nt);
+        if (nt) {
+            f->tensors = nt;
+            f->cap_tensors = guess;
+        }
+    }
+    if (!w.onpath || (f->opt.max_depth >= DEEP_FROM && !w.deep) ||
+        name_index_reserve(&f->tensor_names, guess)) {
+        free(w.onpath);
+        free(w.deep);
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
     int r = walk(&w, f->names_root && !f->opt.key ? f->names_root : f->sel, 0);
     /* tensors that naming did not reach (outside the key, non-persistent
      * buffers): a nameless descriptor when their extent is sound */
@@ -603,6 +832,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
         describe(f, t, t->desc);
     }
     free(w.onpath);
+    free(w.deep);
     free(w.name);
     return r;
 }
@@ -637,9 +867,7 @@ const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i)
 }
 const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name)
 {
-    size_t i;
-    if (!f || !name || !ck_map_get(&f->tensor_names, name, strlen(name), &i)) return NULL;
-    return &f->tensors[i];
+    return f && name ? name_index_get(f, name) : NULL;
 }
 size_t ckpt_storage_count(const ckpt_file *f)
 {
@@ -874,9 +1102,18 @@ static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, ui
 {
     uintptr_t p = (uintptr_t)t, first = (uintptr_t)f->tensors;
     size_t idx = (size_t)((p - first) / sizeof *t);
-    const ck_tdef *d = p >= first && idx < f->ntensors && &f->tensors[idx] == t && f->listed_defs
-                           ? f->listed_defs[idx]
-                           : NULL;
+    const ck_tdef *d = NULL;
+    if (p >= first && idx < f->ntensors && &f->tensors[idx] == t) {
+        size_t lo = 0, hi = f->nheld; /* f->held is in index order */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (f->held[mid].idx < idx)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < f->nheld && f->held[lo].idx == idx) d = f->held[lo].t;
+    }
     if (!d || !d->kind || !d->kind->bytes)
         return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s' has no data",
                        t->name ? t->name : "(unnamed)");

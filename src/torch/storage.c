@@ -21,7 +21,7 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool
         return 0;
     }
     CK_TRY(ck_storage_new(f, key, klen, idx, err));
-    if (ck_map_put(&f->storage_keys, f->storages[*idx].pkey, klen, *idx))
+    if (ck_map_put(&f->storage_keys, f->storages[*idx].pub.key, klen, *idx))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     *created = true;
     return 0;
@@ -29,16 +29,15 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool
 
 int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err)
 {
-    if (f->nstorages >= f->opt.max_entries)
+    if (f->nstorages >= f->opt.max_entries || f->nstorages >= INT32_MAX) /* root: int32_t */
         return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages (max_entries)",
                        f->opt.max_entries);
     CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1, sizeof *f->storages,
                    err));
     ck_storage *s = &f->storages[f->nstorages];
     memset(s, 0, sizeof *s);
-    s->pkey = ck_strndup(&f->arena, key, klen);
-    if (!s->pkey) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    s->pub.key = s->pkey;
+    s->pub.key = ck_strndup(&f->arena, key, klen);
+    if (!s->pub.key) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     s->pub.file_offset = -1;
     s->root = -1;
     s->decl_pos = -1;
@@ -194,7 +193,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         }
         size_t es = ck_dtype_size(s->pub.dtype);
         vs->pub.dtype = s->pub.dtype;
-        vs->root = (int64_t)root;
+        vs->root = (int32_t)root;
         vs->view_off = (uint64_t)voff * es;
         vs->pub.nbytes = (uint64_t)vsize * es;
         vs->declared = (uint64_t)vsize;
@@ -214,7 +213,7 @@ int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void 
         s = &f->storages[s->root];
     }
     if (off > s->pub.nbytes || n > s->pub.nbytes - off)
-        return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pkey);
+        return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pub.key);
     if (f->storage_read) return f->storage_read(f, s, off, buf, n, err);
     return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
 }

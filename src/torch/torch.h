@@ -65,8 +65,9 @@ typedef struct ck_tdef {
     uint64_t numel;
     bool requires_grad;
     bool conj, neg;         /* torch 2.x metadata {"conj": True} / {"neg": True} */
+    uint32_t listed;        /* index+1 of the first listed ckpt_tensor, 0 none
+                            (fewer than max_entries are listed) */
     int64_t offset_pos;     /* file offset of the REDUCE, for errors */
-    size_t listed;          /* index+1 of the first listed ckpt_tensor, 0 none */
     ckpt_tensor *desc;      /* a tensor not listed: its nameless descriptor,
                             when its extent is sound */
     const char *unreadable; /* why its bytes cannot be read; NULL: readable */
@@ -100,23 +101,41 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
     return (ck_tdef *)v->u.ext;
 }
 
-/* A storage as the container knows it. */
+/* A storage as the container knows it: 80 bytes. */
 typedef struct ck_storage {
-    ckpt_storage pub;
-    const char *pkey;  /* arena copy of the key */
+    ckpt_storage pub;  /* pub.key: the arena copy of the key */
     uint64_t data_off; /* where bytes start in the file (when not packed) */
     size_t rec;        /* the container's record of it (ZIP: its entry) */
-    int64_t root;      /* legacy/tar view: index of the root storage, -1 */
     uint64_t view_off; /* bytes into the root */
     uint64_t declared; /* legacy/tar: numel declared by the pickle */
     int64_t decl_pos;  /* file offset where it was declared */
+    int32_t root;      /* legacy/tar view: index of the root storage, -1
+                          (ck_storage_new() keeps indices below INT32_MAX) */
     bool packed;       /* compressed: only the container reads them */
     bool resolved;     /* data_off/pub.nbytes known */
     bool untyped;      /* UntypedStorage (dtype from the tensor) */
-    /* (the flags last: 96 bytes a storage, not 104) */
 } ck_storage;
 
 /* ---- the open file ----------------------------------------------------- */
+
+/* Tensor name -> index of f->tensors, for ckpt_find(): open addressing
+ * whose slots hold the hash's low half and the index + 1; the key is the
+ * listed tensor's own name (no copy, no entry array).  8 bytes a slot, at
+ * most half of them used. */
+typedef struct ck_name_slot {
+    uint32_t tag, idx;
+} ck_name_slot;
+typedef struct ck_name_index {
+    ck_name_slot *slots;
+    size_t count, cap; /* cap: a power of two, or 0 */
+} ck_name_index;
+void ck_name_index_free(ck_name_index *m);
+
+/* A listed tensor whose bytes are in the pickle (catalogue.c). */
+typedef struct ck_held {
+    size_t idx;
+    const ck_tdef *t;
+} ck_held;
 
 struct ck_format; /* formats/formats.h: a container's ops */
 
@@ -147,15 +166,19 @@ struct ckpt_file {
     size_t ntensors, cap_tensors;
     ck_tdef **tdefs; /* every tensor the pickles rebuilt */
     size_t ntdefs, cap_tdefs;
-    ck_map tensor_names;
+    ck_name_index tensor_names; /* ckpt_find(): slots only, keys are the names */
     uint64_t total_bytes;
     const char *pickle_label;
     /* what naming walks instead of sel when set (TorchScript: script.c) */
     ckpt_value *names_root;
     ckpt_value *constants, *extra; /* ckpt_part(): TorchScript's, or NULL */
-    ck_tdef **listed_defs;         /* per listed tensor its rebuild (arena; for
-                              tensors held in the pickle: numpy arrays) */
-    size_t cap_listed_defs;
+    /* listed tensors held in the pickle (numpy arrays): their index and
+     * rebuild, in index order (arena; none for most files) */
+    struct ck_held *held;
+    size_t nheld, cap_held;
+    /* shape/stride pairs shared by the tensors that have them (arena) */
+    struct ck_dims_slot *dims;
+    size_t ndims, cap_dims;
 };
 
 /* Storage bytes [off, off+n) of storage s (a root or a view) into buf (raw,
@@ -203,8 +226,12 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
 
 /* ---- tensors ------------------------------------------------------------- */
 /* The one validator: a tensor of `dtype` over storage `storage` with
- * shape/stride (ndim entries, copied), element offset; checks rank, signs,
- * element count and byte size, records it, returns it.  `pos`: for errors. */
+ * shape/stride (ndim entries: arena arrays), element offset; checks the
+ * element count and byte size, records it, returns it.  `pos`: for errors.
+ * The tensor keeps shape/stride, or an equal pair an earlier tensor kept:
+ * the caller's arrays are then given back when they are the arena's latest
+ * allocations, shape just before stride.  After the call, use
+ * (*out)->shape and (*out)->stride. */
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err);
