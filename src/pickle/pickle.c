@@ -258,10 +258,14 @@ static void pin(ckpt_value *v)
         v->aux2 = (uint8_t)(v->aux2 | PINNED);
 }
 
-static void pin_all(machine *m, ckpt_value **v, size_t n)
+static void pin_all(ckpt_value **v, size_t n)
 {
-    if (m->elide)
-        for (size_t i = 0; i < n; i++) pin(v[i]);
+    for (size_t i = 0; i < n; i++) pin(v[i]);
+}
+
+bool ck_value_shared(const ckpt_value *v)
+{
+    return v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_OBJECT || (v->aux2 & PINNED);
 }
 
 static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value *args)
@@ -966,7 +970,7 @@ static int seq_from(machine *m, ckpt_kind kind, ckpt_value *src, ckpt_value **ou
         CK_TRY(reserve(m, v, src->u.seq.n));
         if (src->u.seq.n) memcpy(v->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *v->u.seq.v);
         v->u.seq.n = src->u.seq.n;
-        pin_all(m, v->u.seq.v, v->u.seq.n); /* now in two containers */
+        pin_all(v->u.seq.v, v->u.seq.n); /* now in two containers */
     }
     *out = v;
     return 0;
@@ -982,7 +986,7 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
     if (src->kind == CKPT_V_DICT) {
         if (src->u.seq.n) memcpy(d->u.seq.v, src->u.seq.v, src->u.seq.n * sizeof *d->u.seq.v);
         d->u.seq.n = src->u.seq.n;
-        pin_all(m, d->u.seq.v, d->u.seq.n);
+        pin_all(d->u.seq.v, d->u.seq.n);
         return 0;
     }
     if (!is_seq(src)) return 1;
@@ -991,7 +995,7 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
         if (!is_seq(pr) || pr->u.seq.n != 2) return 1;
         d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[0];
         d->u.seq.v[d->u.seq.n++] = pr->u.seq.v[1];
-        pin_all(m, pr->u.seq.v, 2);
+        pin_all(pr->u.seq.v, 2);
     }
     return 0;
 }
@@ -1106,7 +1110,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
                 CK_TRY(copied(m, n));
                 ckpt_value *rest = new_seq_from(m, CKPT_V_TUPLE, a + 1, n - 1);
                 if (!rest) return OOM();
-                pin_all(m, a + 1, n - 1);
+                pin_all(a + 1, n - 1);
                 return apply(m, a[0], rest, out);
             }
             break;

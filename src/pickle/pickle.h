@@ -167,6 +167,10 @@ int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_val
  * pointer to `args` or anything in it: the machine may give them back once
  * the call returns (when it elides the memo: see pickle.c). */
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args);
+/* Whether v may be reachable from more than one place (memoized under a key
+ * a GET fetches, DUPed, copied into a second container, returned by a hook);
+ * false only for a value that one container or call alone holds. */
+bool ck_value_shared(const ckpt_value *v);
 
 /* ---- values: constructors and helpers ------------------------------------ */
 ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind);

@@ -205,6 +205,17 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
     case CK_G_REBUILD_TENSOR_V3: return rebuild_tensor(f, m, args, callable->gid, out);
     case CK_G_REBUILD_PARAMETER:
     case CK_G_REBUILD_PARAMETER_STATE:
+        if (n >= 2 && a[0]->kind == CKPT_V_TENSOR && !ck_value_shared(a[0])) {
+            /* the tensor is this call's alone (not memoized under a key a
+             * GET fetches, not DUPed): it becomes the parameter, with no
+             * second rebuild (and no nameless descriptor) for it */
+            int64_t rg = 0;
+            ck_as_int(a[1], &rg);
+            ck_tdef_of(a[0])->requires_grad = rg != 0;
+            *out = a[0];
+            ck_machine_consumed(m, args);
+            return 0;
+        }
         if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
             CK_TRY(ck_machine_copied(m, 16));
             ck_tdef *t = ck_alloc_copy(&f->arena, a[0]->u.ext, sizeof *t);
