@@ -7,9 +7,6 @@
 #include "cli.h"
 
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 typedef struct command {
     const char *name;
@@ -80,13 +77,6 @@ int main(int argc, char **argv)
     const char *arg;
     size_t i;
 
-#ifdef M_MMAP_THRESHOLD
-    /* glibc raises its mmap threshold each time a big block is freed, so a
-     * later table of a few MiB lands on the heap and stays resident after
-     * free: keep the threshold fixed (the listing of 100k tensors peaks
-     * 6.5 MiB lower).  The process's own choice: the library leaves it. */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-#endif
     cli_stdout_init();
     if (cli_env_init() != 0) return cli_stdout_finish(CLI_USAGE);
     if (argc < 2) return cli_stdout_finish(cli_usage_error("missing command"));

@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /*
  * The listing is written through this buffer and reaches stdout in pieces
@@ -673,6 +676,15 @@ static int ls_one(const char *path, void *ctx)
 
 int cmd_ls(int argc, char **argv)
 {
+#ifdef M_MMAP_THRESHOLD
+    /* glibc raises its mmap threshold each time a big block is freed, so the
+     * tables of a big listing land on the heap and stay resident: fixed, the
+     * listing of 100k tensors peaks 6.5 MiB lower.  Only for ls: cat and
+     * convert free and take their multi-MiB buffers again and again, which
+     * the raised threshold keeps cheap (fixed, `cat` of 1 GiB took twice the
+     * system time). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
     int nops = 0, r;
     char **ops;
     ls_opts o;
