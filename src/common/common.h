@@ -173,6 +173,13 @@ typedef struct ck_map {
     size_t count, cap; /* cap is a power of two */
 } ck_map;
 /* Find: returns true and *val when present. */
+/* The string hash of the maps (and of tables keyed elsewhere: the name
+ * index of torch/catalogue.c). */
+uint64_t ck_hash(const char *s, size_t n);
+/* A zeroed table of ncap slots (a power of two) holding the used slots of
+ * `old` (cap slots), placed by their tags: no key is hashed again.  NULL on
+ * OOM. */
+ck_map_slot *ck_slots_rehash(const ck_map_slot *old, size_t cap, size_t ncap);
 bool ck_map_get(const ck_map *m, const char *k, size_t n, size_t *val);
 /* Insert (key must outlive the map).  Returns -1 on OOM (or a value or key
  * length that does not fit 32 bits). */

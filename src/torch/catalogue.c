@@ -35,25 +35,6 @@ _Static_assert(sizeof(ck_tdef) <= 88, "ck_tdef grew");
 
 /* ---- the name index (ckpt_find) ----------------------------------------- */
 
-/* A word at a time (names are ~30 bytes; FNV-1a's byte loop cost more than
- * the probe); the finalizer spreads the bits the table indexes by. */
-static uint64_t name_hash(const char *s, size_t n)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n, x;
-    for (; n >= 8; s += 8, n -= 8) {
-        memcpy(&x, s, 8);
-        h = (h ^ x) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    x = 0;
-    if (n) memcpy(&x, s, n);
-    h = (h ^ x) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
-}
-
 void ck_name_index_free(ck_name_index *m)
 {
     free(m->slots);
@@ -69,14 +50,8 @@ static int name_index_reserve(ck_name_index *m, size_t n)
         ncap *= 2;
     }
     if (ncap <= m->cap) return 0;
-    ck_name_slot *slots = calloc(ncap, sizeof *slots);
+    ck_map_slot *slots = ck_slots_rehash(m->slots, m->cap, ncap);
     if (!slots) return -1;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slots[i].idx) continue;
-        size_t j = (size_t)m->slots[i].tag & (ncap - 1);
-        while (slots[j].idx) j = (j + 1) & (ncap - 1);
-        slots[j] = m->slots[i];
-    }
     free(m->slots);
     m->slots = slots;
     m->cap = ncap;
@@ -95,7 +70,7 @@ static int name_index_add(ckpt_file *f, size_t idx, size_t n)
     ck_name_index *m = &f->tensor_names;
     if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
     const char *k = f->tensors[idx].name;
-    uint64_t h = name_hash(k, n);
+    uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1, i;
     for (i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask)
@@ -111,7 +86,7 @@ static const ckpt_tensor *name_index_get(const ckpt_file *f, const char *k)
     const ck_name_index *m = &f->tensor_names;
     if (!m->cap) return NULL;
     size_t n = strlen(k);
-    uint64_t h = name_hash(k, n);
+    uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     for (size_t i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask) {
@@ -430,7 +405,8 @@ static int check_extent(walker *w, const ck_tdef *t, const char *name)
     if (end > s->pub.nbytes)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                        "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
-                       name, (unsigned long long)end, s->pub.key, (unsigned long long)s->pub.nbytes);
+                       name, (unsigned long long)end, s->pub.key,
+                       (unsigned long long)s->pub.nbytes);
     return 0;
 }
 
@@ -738,7 +714,7 @@ static int emit_one(walker *w, ck_tdef *t)
     if (added > 0)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
     describe(f, t, o);
-    if (k && k->bytes) { /* held in the pickle: mem_read() needs its rebuild */
+    if (k && k->bytes) {               /* held in the pickle: mem_read() needs its rebuild */
         if (f->nheld == f->cap_held) { /* arena: doubled, the old one left */
             size_t nc = f->cap_held ? f->cap_held * 2 : 16;
             ck_held *nh = ck_alloc(&f->arena, nc * sizeof *nh);

@@ -122,12 +122,9 @@ typedef struct ck_storage {
  * whose slots hold the hash's low half and the index + 1; the key is the
  * listed tensor's own name (no copy, no entry array).  8 bytes a slot, at
  * most half of them used. */
-typedef struct ck_name_slot {
-    uint32_t tag, idx;
-} ck_name_slot;
 typedef struct ck_name_index {
-    ck_name_slot *slots;
-    size_t count, cap; /* cap: a power of two, or 0 */
+    ck_map_slot *slots; /* as a ck_map's, without its entries */
+    size_t count, cap;  /* cap: a power of two, or 0 */
 } ck_name_index;
 void ck_name_index_free(ck_name_index *m);
 
