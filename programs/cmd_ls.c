@@ -49,25 +49,33 @@ static void ob_s(const char *s)
     ob_mem(s, strlen(s));
 }
 
-/* Bytes 0x20-0x7e but '\\': what ckpt_escape() (no flags) writes as they
- * are, one column each.  Eight bytes at a time, as plain_ascii(). */
-static int term_plain(const char *s, size_t n)
+/* Every byte in 0x20-0x7f and neither x1 nor x2.  Eight bytes at a time: a
+ * byte below 0x20 or from 0x80, or equal to x1 or x2, sets its top bit in
+ * the mask. */
+static int ascii_without(const char *s, size_t n, unsigned char x1, unsigned char x2)
 {
     const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t x, b, d;
+        uint64_t x, p, q;
         memcpy(&x, s + i, 8);
-        b = x ^ (ones * '\\');
-        d = x ^ (ones * 0x7f);
+        p = x ^ (ones * x1);
+        q = x ^ (ones * x2);
         uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
-        if ((x | low | ((b - ones) & ~b) | ((d - ones) & ~d)) & high) return 0;
+        if ((x | low | ((p - ones) & ~p) | ((q - ones) & ~q)) & high) return 0;
     }
     for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || c == '\\') return 0;
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch >= 0x80 || ch == x1 || ch == x2) return 0;
     }
     return 1;
+}
+
+/* Bytes 0x20-0x7e but '\\': what ckpt_escape() (no flags) writes as they
+ * are, one column each. */
+static int term_plain(const char *s, size_t n)
+{
+    return ascii_without(s, n, '\\', 0x7f);
 }
 
 /* cli_term_put() into the buffer: the library's escaper, the same bytes. */
@@ -88,27 +96,10 @@ static void ob_term(const char *s)
 }
 
 /* Printable ASCII without '"' and '\\': what cli_json_string() copies as it
- * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member).  Eight
- * bytes at a time: a byte below 0x20 or from 0x80, a '"' or a '\\' sets its
- * top bit in the mask. */
+ * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member). */
 static int plain_ascii(const char *s, size_t n)
 {
-    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, q, b;
-        memcpy(&x, s + i, 8);
-        q = x ^ (ones * '"');
-        b = x ^ (ones * '\\');
-        uint64_t low = ((x & ~high) + ones * (0x80 - 0x20)) ^ high; /* top bit: below 0x20 */
-        if ((x | low | ((q - ones) & ~q) | ((b - ones) & ~b)) & high)
-            return 0;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return 0;
-    }
-    return 1;
+    return ascii_without(s, n, '"', '\\');
 }
 
 /* cli_json_string() into the buffer: names are nearly always plain ASCII,
@@ -170,9 +161,10 @@ static void ob_done(const char *p)
 /* Decimal of v at p, two digits a step: at most 20 bytes. */
 static char *w_u64(char *p, uint64_t v)
 {
-    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                                "34353637383940414243444546474849505152535455565758596061626364656667"
-                                "6869707172737475767778798081828384858687888990919293949596979899";
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
     char tmp[20];
     size_t n = sizeof tmp;
     while (v >= 100) {
