@@ -13,9 +13,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (size_t i = 0; i < ckpt_tensor_count(f); i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(f, i);
-        printf("%s %s ndim=%u nbytes=%llu\n", t->name, ckpt_dtype_name(t->dtype), t->ndim,
-               (unsigned long long)t->nbytes);
+        ckpt_tensor t;                  /* a copy: a listing keeps nothing per tensor */
+        if (ckpt_tensor_get(f, i, &t, &err) != 0) break;
+        printf("%s %s ndim=%u nbytes=%llu\n", t.name, ckpt_dtype_name(t.dtype), t.ndim,
+               (unsigned long long)t.nbytes);
     }
     const ckpt_tensor *w = ckpt_find(f, "model.fc1.weight");
     if (w) {                            /* bytes are read here, not at open */

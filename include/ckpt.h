@@ -439,10 +439,24 @@ typedef struct ckpt_tensor {
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);
-/* Tensors in file order; NULL when i is out of range. */
+/* Tensors in file order; NULL when i is out of range.  The descriptor is
+ * built on first use (a chunk of neighbours with it) and kept until
+ * ckpt_close(): the same pointer every time, from any thread.  NULL also
+ * when memory runs out building it.  A loop over many tensors that needs
+ * each only for a moment (a listing) uses ckpt_tensor_get() instead, which
+ * keeps nothing: 192 bytes a tensor less for the life of the file. */
 CKPT_API const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i);
 /* By name; NULL when there is none. */
 CKPT_API const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name);
+/* Copy tensor i's descriptor into the caller's *out, filling its first
+ * `struct_size` bytes (see "ABI" at the top: members past them are not
+ * written); its pointers (name, shape, ...) point into the file and live
+ * until ckpt_close().  The copy is as good as the original for every call
+ * that takes a `const ckpt_tensor *` (ckpt_tensor_read() and the like).
+ * Returns 0, or -1 with CKPT_E_ARG when i is out of range.  Use the macro. */
+CKPT_API int ckpt_tensor_get_sized(const ckpt_file *f, size_t i, ckpt_tensor *out,
+                                   size_t struct_size, ckpt_error *err);
+#define ckpt_tensor_get(f, i, out, err) ckpt_tensor_get_sized((f), (i), (out), sizeof *(out), (err))
 
 CKPT_API size_t ckpt_storage_count(const ckpt_file *f);
 CKPT_API const ckpt_storage *ckpt_storage_at(const ckpt_file *f, size_t i);

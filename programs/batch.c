@@ -268,7 +268,9 @@ static int mark_tensor(void *ctx, const ckpt_walk_step *st)
     const ckpt_tensor *t;
     if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR) return 0;
     t = ckpt_value_tensor(d->f, st->value);
-    if (t && t->name && cli_ptrmap_put(&d->under, t, "") != 0) return -1;
+    /* by name: the name points into the file, the same for the library's
+     * descriptor and for a copy of it (ckpt_tensor_get()) */
+    if (t && t->name && cli_ptrmap_put(&d->under, t->name, "") != 0) return -1;
     return 0;
 }
 
@@ -331,7 +333,7 @@ int cli_doc_open(cli_doc *d, const char *path, const char *key, const ckpt_optio
 
 int cli_doc_has(const cli_doc *d, const ckpt_tensor *t)
 {
-    return !d->prefix || cli_ptrmap_get(&d->under, t) != NULL;
+    return !d->prefix || (t->name && cli_ptrmap_get(&d->under, t->name) != NULL);
 }
 
 const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t)

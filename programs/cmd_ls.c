@@ -387,9 +387,9 @@ static int list_table(const cli_doc *d, const ls_opts *o)
     char dims[DIMS_CAP], size[32];
 
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        ckpt_tensor one, *t = &one; /* a copy: nothing kept per tensor */
         size_t w;
-        if (!listed(d, o, t)) continue;
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
         if ((w = name_width(cli_doc_name(d, t))) > wname) wname = w;
         if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype) wdtype = w;
         if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape) wshape = w;
@@ -403,10 +403,10 @@ static int list_table(const cli_doc *d, const ls_opts *o)
     pad(wshape - 5 + 2 + wsize - 4);
     ob_s("SIZE  STORAGE\n");
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        ckpt_tensor one, *t = &one;
         const char *dt, *name;
         size_t w;
-        if (!listed(d, o, t)) continue;
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
         name = cli_doc_name(d, t);
         print_name(name);
         pad(wname - name_width(name) + 2);
@@ -555,11 +555,11 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
     ob_s(info.byteorder == CKPT_BIG ? "\", \"byteorder\": \"big\", \"tensors\": ["
                                     : "\", \"byteorder\": \"little\", \"tensors\": [");
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        ckpt_tensor one, *t = &one;
         const char *dt;
         size_t dn;
         char *p;
-        if (!listed(d, o, t)) continue;
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
         ob_s(first ? "{" : ", {");
         first = 0;
         ob_json_name("name", cli_doc_name(d, t));
@@ -619,8 +619,10 @@ static void say_empty(const cli_doc *d, const ls_opts *o, const char *path)
     size_t i, n = ckpt_tensor_count(d->f), under = 0;
     memset(&b, 0, sizeof b);
     ckpt_get_info(d->f, &info);
-    for (i = 0; i < n; i++)
-        if (cli_doc_has(d, ckpt_tensor_at(d->f, i))) under++;
+    for (i = 0; i < n; i++) {
+        ckpt_tensor one;
+        if (ckpt_tensor_get(d->f, i, &one, NULL) == 0 && cli_doc_has(d, &one)) under++;
+    }
     if (under > 0 && o->filter) {
         sb_str(&b, "no tensor name matches '");
         cli_escape(&b, o->filter, strlen(o->filter), (size_t)-1, 0);
@@ -652,8 +654,10 @@ static int ls_one(const char *path, void *ctx)
         return cli_report(path, &err);
     }
     n = ckpt_tensor_count(d.f);
-    for (i = 0; i < n && shown == 0; i++)
-        if (listed(&d, o, ckpt_tensor_at(d.f, i))) shown++;
+    for (i = 0; i < n && shown == 0; i++) {
+        ckpt_tensor one;
+        if (ckpt_tensor_get(d.f, i, &one, NULL) == 0 && listed(&d, o, &one)) shown++;
+    }
     if (o->json) {
         r = list_json(&d, o, path);
     } else if (shown == 0) {

@@ -153,7 +153,7 @@ void ckpt_close(ckpt_file *f)
     ck_map_free(&f->storage_keys);
     ck_name_index_free(&f->tensor_names);
     free(f->storages);
-    free(f->tensors);
+    ck_tensors_free(f);
     free(f->tdefs);
     ck_unpickler_free(&f->pk);
     ck_arena_free(&f->arena);

@@ -58,42 +58,43 @@ static int name_index_reserve(ck_name_index *m, size_t n)
     return 0;
 }
 
-static bool name_is(const ckpt_tensor *t, const char *k, size_t n)
+static bool name_is(const char *name, const char *k, size_t n)
 {
-    return memcmp(t->name, k, n) == 0 && t->name[n] == 0;
+    return memcmp(name, k, n) == 0 && name[n] == 0;
 }
 
-/* Add tensor `idx` (f->tensors[idx].name, n bytes): 0, 1 when the name is
+/* Add tensor `idx` (f->listed[idx].name, n bytes): 0, 1 when the name is
  * taken, -1 on OOM. */
 static int name_index_add(ckpt_file *f, size_t idx, size_t n)
 {
     ck_name_index *m = &f->tensor_names;
     if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
-    const char *k = f->tensors[idx].name;
+    const char *k = f->listed[idx].name;
     uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1, i;
     for (i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask)
-        if (m->slots[i].tag == tag && name_is(&f->tensors[m->slots[i].idx - 1], k, n)) return 1;
+        if (m->slots[i].tag == tag && name_is(f->listed[m->slots[i].idx - 1].name, k, n)) return 1;
     m->slots[i].tag = tag;
     m->slots[i].idx = (uint32_t)(idx + 1);
     m->count++;
     return 0;
 }
 
-static const ckpt_tensor *name_index_get(const ckpt_file *f, const char *k)
+/* The index of the listed tensor named k, or (size_t)-1. */
+static size_t name_index_get(const ckpt_file *f, const char *k)
 {
     const ck_name_index *m = &f->tensor_names;
-    if (!m->cap) return NULL;
+    if (!m->cap) return (size_t)-1;
     size_t n = strlen(k);
     uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1;
     for (size_t i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask) {
-        const ckpt_tensor *t = &f->tensors[m->slots[i].idx - 1];
-        if (m->slots[i].tag == tag && name_is(t, k, n)) return t;
+        size_t idx = m->slots[i].idx - 1;
+        if (m->slots[i].tag == tag && name_is(f->listed[idx].name, k, n)) return idx;
     }
-    return NULL;
+    return (size_t)-1;
 }
 
 /* ---- naming ------------------------------------------------------------- */
@@ -108,6 +109,8 @@ typedef struct walker {
     char *name;
     size_t len, cap;
     size_t stored;      /* bytes of name[] that hold the path: len, or less when too long */
+    const char *whole;  /* a text of the file's equal to the whole path (a key of the
+                           root dict), which a tensor named here shares, or NULL */
     uint8_t *onpath;    /* per value id: 0 not walked, 1 walked: holds no tensor,
                          depth + 2 being walked at that depth (cycle guard), or
                          ONPATH_DEEP when that depth is DEEP_FROM or more */
@@ -133,6 +136,7 @@ static uint32_t onpath_depth(const walker *w, uint32_t id, uint32_t depth)
 static int name_push(walker *w, const char *s, size_t n, size_t *saved)
 {
     *saved = w->len;
+    w->whole = NULL;
     size_t len = w->len + (w->len ? 1 : 0) + n;
     if (w->stored == w->len && len <= CK_MAX_NAME_BYTES) {
         if (len + 1 > w->cap) {
@@ -193,12 +197,17 @@ static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, con
 
 static int walk(walker *w, const ckpt_value *v, uint32_t depth);
 
-static int walk_child(walker *w, const char *s, size_t n, const ckpt_value *v, uint32_t depth)
+/* s[0..n): a path component; `kept` when s is NUL-terminated and lives
+ * as long as the file (a str value's text, a literal), so that a tensor
+ * whose whole name it is shares it instead of a copy. */
+static int walk_child(walker *w, const char *s, size_t n, bool kept, const ckpt_value *v,
+                      uint32_t depth)
 {
     /* skip leaves that cannot hold tensors without touching the name */
     if (v->kind <= CKPT_V_BYTES || v->kind == CKPT_V_GLOBAL || v->kind == CKPT_V_STORAGE) return 0;
     size_t saved;
     CK_TRY(name_push(w, s, n, &saved));
+    if (kept && saved == 0) w->whole = s;
     int r = walk(w, v, depth + 1);
     name_pop(w, saved);
     return r;
@@ -212,7 +221,7 @@ static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth)
         if (c->kind <= CKPT_V_BYTES || c->kind == CKPT_V_GLOBAL || c->kind == CKPT_V_STORAGE)
             continue; /* walk_child() skips it */
         char *p = dec_u64(buf + sizeof buf, (uint64_t)i);
-        CK_TRY(walk_child(w, p, (size_t)(buf + sizeof buf - p), c, depth));
+        CK_TRY(walk_child(w, p, (size_t)(buf + sizeof buf - p), false, c, depth));
     }
     return 0;
 }
@@ -222,8 +231,10 @@ static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth)
     char buf[48];
     for (size_t i = 0; i + 1 < v->u.seq.n; i += 2) {
         const char *s;
-        size_t n = key_name(v->u.seq.v[i], i / 2, buf, sizeof buf, &s);
-        CK_TRY(walk_child(w, s, n, v->u.seq.v[i + 1], depth));
+        const ckpt_value *k = v->u.seq.v[i];
+        size_t n = key_name(k, i / 2, buf, sizeof buf, &s);
+        CK_TRY(walk_child(w, s, n, k->kind == CKPT_V_STR || k->kind == CKPT_V_BIGINT,
+                          v->u.seq.v[i + 1], depth));
     }
     return 0;
 }
@@ -261,14 +272,14 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
             const ckpt_value *k = d->u.seq.v[i], *t = d->u.seq.v[i + 1];
             if (t->kind == CKPT_V_NONE || k->kind != CKPT_V_STR) continue;
             if (pass && in_set(np, k)) continue;
-            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, t, depth));
+            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, true, t, depth));
         }
     }
     if (mods && mods->kind == CKPT_V_DICT) {
         for (size_t i = 0; i + 1 < mods->u.seq.n; i += 2) {
             const ckpt_value *k = mods->u.seq.v[i], *sub = mods->u.seq.v[i + 1];
             if (k->kind != CKPT_V_STR || sub->kind != CKPT_V_OBJECT) continue;
-            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, sub, depth));
+            CK_TRY(walk_child(w, k->u.s.p, k->u.s.n, true, sub, depth));
         }
     }
     /* a quantized module's packed parameters (LinearPackedParams): a
@@ -277,7 +288,7 @@ static int walk_module(walker *w, const ckpt_value *state, uint32_t depth)
     const ckpt_value *pp = ck_dict_get(state, "_packed_params");
     if (pp && pp->kind == CKPT_V_OBJECT && pp->u.obj->state &&
         pp->u.obj->state->kind == CKPT_V_TUPLE && pp->u.obj->state->u.seq.n >= 1)
-        CK_TRY(walk_child(w, "_packed_params", 14, pp->u.obj->state->u.seq.v[0], depth));
+        CK_TRY(walk_child(w, "_packed_params", 14, true, pp->u.obj->state->u.seq.v[0], depth));
     return 0;
 }
 
@@ -291,8 +302,8 @@ static int walk_qconv(walker *w, const ckpt_value *v, uint32_t depth, int *r)
     if (!cls || !strstr(cls, ".quantized.") || !strstr(cls, ".Conv") || !st ||
         st->kind != CKPT_V_TUPLE || st->u.seq.n < 14 || st->u.seq.v[10]->kind != CKPT_V_TENSOR)
         return 0;
-    *r = walk_child(w, "weight", 6, st->u.seq.v[10], depth);
-    if (!*r) *r = walk_child(w, "bias", 4, st->u.seq.v[11], depth);
+    *r = walk_child(w, "weight", 6, true, st->u.seq.v[10], depth);
+    if (!*r) *r = walk_child(w, "bias", 4, true, st->u.seq.v[11], depth);
     return 1;
 }
 
@@ -649,13 +660,7 @@ static int emit(walker *w, const ckpt_value *v)
         CK_TRY(name_push(w, pn, strlen(pn), &saved));
         size_t at = w->f->ntensors;
         int r = emit_one(w, k->parts[i]);
-        if (r == 0) {
-            ckpt_tensor *o = &w->f->tensors[at];
-            o->layout = k->layout;
-            o->component = pn;
-            o->dense_ndim = k->dense_ndim;
-            o->dense_size = k->dense_size;
-        }
+        if (r == 0 && at < w->f->ntensors) w->f->listed[at].sparse = t;
         name_pop(w, saved);
         CK_TRY(r);
     }
@@ -703,16 +708,17 @@ static int emit_one(walker *w, ck_tdef *t)
                            "tensor '%s' has %zu scales but %zu zero points", name, k->nchannels,
                            nz);
     }
-    CK_TRY(ck_grow((void **)&f->tensors, &f->cap_tensors, f->ntensors + 1, sizeof *f->tensors,
+    CK_TRY(ck_grow((void **)&f->listed, &f->cap_listed, f->ntensors + 1, sizeof *f->listed,
                    w->err));
-    ckpt_tensor *o = &f->tensors[f->ntensors];
-    memset(o, 0, sizeof *o);
+    ck_listed *l = &f->listed[f->ntensors];
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
-    o->name = ck_strndup(&f->arena, name, nlen);
-    int added = o->name ? name_index_add(f, f->ntensors, nlen) : -1;
+    *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t, NULL};
+    int added = l->name ? name_index_add(f, f->ntensors, nlen) : -1;
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     if (added > 0)
         return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
+    ckpt_tensor one, *o = &one; /* for its size; ckpt_tensor_at() builds it again */
+    memset(o, 0, sizeof *o);
     describe(f, t, o);
     if (k && k->bytes) {               /* held in the pickle: mem_read() needs its rebuild */
         if (f->nheld == f->cap_held) { /* arena: doubled, the old one left */
@@ -779,11 +785,11 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
      * index sized once (a table grown by doubling copies itself, and its
      * freed halves stay in the heap) */
     size_t guess = f->ntdefs < f->opt.max_entries ? f->ntdefs : f->opt.max_entries;
-    if (guess > f->cap_tensors && guess <= SIZE_MAX / sizeof *f->tensors) {
-        ckpt_tensor *nt = realloc(f->tensors, guess * sizeof *nt);
-        if (nt) {
-            f->tensors = nt;
-            f->cap_tensors = guess;
+    if (guess > f->cap_listed && guess <= SIZE_MAX / sizeof *f->listed) {
+        ck_listed *nl = realloc(f->listed, guess * sizeof *nl);
+        if (nl) {
+            f->listed = nl;
+            f->cap_listed = guess;
         }
     }
     if (!w.onpath || (f->opt.max_depth >= DEEP_FROM && !w.deep) ||
@@ -810,7 +816,22 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
     free(w.onpath);
     free(w.deep);
     free(w.name);
+    if (r == 0 && f->ntensors) {
+        f->ntchunks = (f->ntensors + CK_TCHUNK - 1) >> CK_TCHUNK_BITS;
+        if (!(f->tchunks = calloc(f->ntchunks, sizeof *f->tchunks))) {
+            f->ntchunks = 0;
+            r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        }
+    }
     return r;
+}
+
+void ck_tensors_free(ckpt_file *f)
+{
+    for (size_t c = 0; c < f->ntchunks; c++)
+        free(atomic_load_explicit(&f->tchunks[c], memory_order_relaxed));
+    free(f->tchunks);
+    free(f->listed);
 }
 
 /* ---- accessors ---------------------------------------------------------- */
@@ -837,13 +858,63 @@ size_t ckpt_tensor_count(const ckpt_file *f)
 {
     return f ? f->ntensors : 0;
 }
+/* The public descriptor of listed tensor i, into o. */
+static void describe_listed(const ckpt_file *f, size_t i, ckpt_tensor *o)
+{
+    const ck_listed *l = &f->listed[i];
+    memset(o, 0, sizeof *o);
+    o->name = l->name;
+    describe(f, l->t, o);
+    if (l->sparse) {
+        const ck_tkind *k = l->sparse->kind;
+        o->layout = k->layout;
+        for (size_t j = 0; j < k->nparts; j++)
+            if (k->parts[j] == l->t) o->component = k->part_names[j];
+        o->dense_ndim = k->dense_ndim;
+        o->dense_size = k->dense_size;
+    }
+}
+
 const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i)
 {
-    return f && i < f->ntensors ? &f->tensors[i] : NULL;
+    if (!f || i >= f->ntensors) return NULL;
+    size_t c = i >> CK_TCHUNK_BITS;
+    ckpt_tensor *chunk = atomic_load_explicit(&f->tchunks[c], memory_order_acquire);
+    if (!chunk) {
+        /* the first reader to ask builds the chunk; several threads may
+         * race: one publishes, the others free theirs and take it */
+        size_t first = c << CK_TCHUNK_BITS;
+        size_t n = f->ntensors - first < CK_TCHUNK ? f->ntensors - first : CK_TCHUNK;
+        ckpt_tensor *mine = malloc(n * sizeof *mine);
+        if (!mine) return NULL;
+        for (size_t j = 0; j < n; j++) describe_listed(f, first + j, &mine[j]);
+        ckpt_tensor *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&f->tchunks[c], &expected, mine,
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            chunk = mine;
+        } else {
+            free(mine);
+            chunk = expected;
+        }
+    }
+    return &chunk[i & (CK_TCHUNK - 1)];
 }
+
+int ckpt_tensor_get_sized(const ckpt_file *f, size_t i, ckpt_tensor *out, size_t struct_size,
+                          ckpt_error *err)
+{
+    if (!f || !out) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    if (i >= f->ntensors)
+        return ck_fail(err, CKPT_E_ARG, -1, "no tensor %zu (the file has %zu)", i, f->ntensors);
+    ckpt_tensor all;
+    describe_listed(f, i, &all);
+    memcpy(out, &all, struct_size < sizeof all ? struct_size : sizeof all);
+    return 0;
+}
+
 const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name)
 {
-    return f && name ? name_index_get(f, name) : NULL;
+    return f && name ? ckpt_tensor_at(f, name_index_get(f, name)) : NULL;
 }
 size_t ckpt_storage_count(const ckpt_file *f)
 {
@@ -882,7 +953,7 @@ const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v)
 {
     if (!f || !v || v->kind != CKPT_V_TENSOR) return NULL;
     const ck_tdef *t = ck_tdef_of(v);
-    if (t->listed) return &f->tensors[t->listed - 1];
+    if (t->listed) return ckpt_tensor_at(f, t->listed - 1);
     return t->desc;
 }
 
@@ -1076,10 +1147,11 @@ static int size_ok(const ckpt_file *f, const ckpt_tensor *t, ckpt_error *err)
 static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, uint8_t *out,
                     size_t n, ckpt_error *err)
 {
-    uintptr_t p = (uintptr_t)t, first = (uintptr_t)f->tensors;
-    size_t idx = (size_t)((p - first) / sizeof *t);
+    /* a listed tensor (the library's descriptor or a caller's copy) is
+     * known by its name, which points into the file's own memory */
+    size_t idx = t->name ? name_index_get(f, t->name) : (size_t)-1;
     const ck_tdef *d = NULL;
-    if (p >= first && idx < f->ntensors && &f->tensors[idx] == t) {
+    if (idx < f->ntensors && f->listed[idx].name == t->name) {
         size_t lo = 0, hi = f->nheld; /* f->held is in index order */
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;

@@ -12,6 +12,8 @@
 
 #include "../pickle/pickle.h"
 
+#include <stdatomic.h>
+
 /* Tags the torch hooks give globals (ckpt_value.gid, after CK_TAG_HOOK). */
 typedef enum ck_torch_tag {
     CK_G_REBUILD_TENSOR = CK_TAG_HOOK, /* torch._utils._rebuild_tensor */
@@ -128,6 +130,21 @@ typedef struct ck_name_index {
 } ck_name_index;
 void ck_name_index_free(ck_name_index *m);
 
+/* One listed tensor, as naming found it: the public descriptor
+ * (ckpt_tensor, 192 bytes) is built from it only when asked for
+ * (ckpt_tensor_at() and the like build a chunk at a time and keep it;
+ * ckpt_tensor_get() copies one out and keeps nothing), so a listing of
+ * many tensors holds 24 bytes a tensor, not 192. */
+typedef struct ck_listed {
+    const char *name;      /* arena; unique among the listed (ckpt_find) */
+    ck_tdef *t;            /* its rebuild (a sparse tensor: the component's) */
+    const ck_tdef *sparse; /* a sparse component: the sparse tensor, else NULL */
+} ck_listed;
+
+/* Descriptors built by ckpt_tensor_at(), a chunk of this many at a time. */
+#define CK_TCHUNK_BITS 7u
+#define CK_TCHUNK ((size_t)1 << CK_TCHUNK_BITS)
+
 /* A listed tensor whose bytes are in the pickle (catalogue.c). */
 typedef struct ck_held {
     size_t idx;
@@ -159,8 +176,13 @@ struct ckpt_file {
     size_t nstorages, cap_storages;
     ck_map storage_keys;
 
-    ckpt_tensor *tensors;
-    size_t ntensors, cap_tensors;
+    ck_listed *listed; /* naming's order, ntensors of them */
+    size_t ntensors, cap_listed;
+    /* the public descriptors, built a chunk at a time on first use by
+     * whichever reader asks first (a compare-and-swap publishes a chunk; a
+     * reader that loses frees its own): ntchunks pointers, NULL until then */
+    _Atomic(ckpt_tensor *) *tchunks;
+    size_t ntchunks;
     ck_tdef **tdefs; /* every tensor the pickles rebuilt */
     size_t ntdefs, cap_tdefs;
     ck_name_index tensor_names; /* ckpt_find(): slots only, keys are the names */
@@ -262,6 +284,8 @@ void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o);
 
 /* Name the tensors of f->root (or its key) and check their extents. */
 int ck_catalogue(ckpt_file *f, ckpt_error *err);
+/* The listed tensors and their descriptors (ckpt_close()). */
+void ck_tensors_free(ckpt_file *f);
 
 /* ---- TorchScript (script.c) ---------------------------------------------- */
 /* The container's code/ record of a class module ("__torch__.a.b" holds
