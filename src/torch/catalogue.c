@@ -436,7 +436,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
     size_t es = ck_dtype_size(t->dtype);
     ck_kind_describe(t, o);
-    if (t->storage == CK_NO_STORAGE || t->unreadable) { /* listed with what is known, no bytes */
+    if (t->storage == CK_NO_STORAGE || ck_tdef_unreadable(t)) { /* listed with what is known, no bytes */
         o->dtype = t->dtype;
         o->ndim = t->ndim;
         o->shape = t->shape;
@@ -664,14 +664,14 @@ static int emit(walker *w, const ckpt_value *v)
         name_pop(w, saved);
         CK_TRY(r);
     }
-    if (!t->desc) { /* the sparse tensor itself, for ckpt_value_tensor() */
+    if (!k->desc) { /* the sparse tensor itself, for ckpt_value_tensor() */
         const char *name = w->name ? w->name : "";
         ckpt_tensor *d = ck_alloc(&w->f->arena, sizeof *d);
         if (!d || !(d->name = ck_strndup(&w->f->arena, name, strlen(name))))
             return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
         describe(w->f, t, d);
         d->layout = k->layout;
-        t->desc = d;
+        k->desc = d;
     }
     return 0;
 }
@@ -699,7 +699,7 @@ static int emit_one(walker *w, ck_tdef *t)
             (unsigned long long)ck_budget(f->opt.max_expansion, f->pk.pickle_bytes));
     CK_TRY(check_extent(w, t, name));
     ck_tkind *k = t->kind;
-    if (k && k->qscales && !k->scales && !t->unreadable) {
+    if (k && k->qscales && !k->scales && !k->unreadable) {
         size_t nz = 0;
         CK_TRY(read_params(w, k->qscales, name, &k->nchannels, &k->scales));
         CK_TRY(read_params(w, k->qzeros, name, &nz, &k->zero_points));
@@ -807,11 +807,12 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
         ckpt_error scratch;
         w.err = &scratch;
         if (check_extent(&w, t, "") != 0) continue;
-        if (!(t->desc = ck_alloc(&f->arena, sizeof *t->desc))) {
+        ck_tkind *k = ck_tdef_kind(f, t);
+        if (!k || !(k->desc = ck_alloc(&f->arena, sizeof *k->desc))) {
             r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             break;
         }
-        describe(f, t, t->desc);
+        describe(f, t, k->desc);
     }
     free(w.onpath);
     free(w.deep);
@@ -954,7 +955,7 @@ const ckpt_tensor *ckpt_value_tensor(const ckpt_file *f, const ckpt_value *v)
     if (!f || !v || v->kind != CKPT_V_TENSOR) return NULL;
     const ck_tdef *t = ck_tdef_of(v);
     if (t->listed) return ckpt_tensor_at(f, t->listed - 1);
-    return t->desc;
+    return t->kind ? t->kind->desc : NULL;
 }
 
 /* ---- reads -------------------------------------------------------------- */

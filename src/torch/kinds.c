@@ -150,7 +150,9 @@ int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype 
         if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) numel = UINT64_MAX;
     t->numel = numel;
     t->offset_pos = ck_machine_pos(m);
-    t->unreadable = w;
+    ck_tkind *k = ck_tdef_kind(f, t);
+    if (!k) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    k->unreadable = w;
     if (!(*out = ck_tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
     return 0;
 }
@@ -197,20 +199,20 @@ static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_v
     const ckpt_value *q = a[4];
     if (!is_seq(q) || q->u.seq.n < 1 || q->u.seq.v[0]->kind != CKPT_V_GLOBAL ||
         q->u.seq.v[0]->gid != CK_G_QSCHEME) {
-        t->unreadable = "quantized tensor: unknown quantization scheme";
+        k->unreadable = "quantized tensor: unknown quantization scheme";
     } else {
         ckpt_value **p = q->u.seq.v;
         k->qscheme = (ckpt_qscheme)p[0]->aux;
         if (k->qscheme == CKPT_PER_TENSOR_AFFINE || k->qscheme == CKPT_PER_TENSOR_SYMMETRIC) {
             if (q->u.seq.n < 3 || (p[1]->kind != CKPT_V_FLOAT && p[1]->kind != CKPT_V_INT) ||
                 !ck_as_int(p[2], &k->zero_point))
-                t->unreadable = "quantized tensor: malformed per-tensor parameters";
+                k->unreadable = "quantized tensor: malformed per-tensor parameters";
             else
                 k->scale = p[1]->kind == CKPT_V_FLOAT ? p[1]->u.f : (double)p[1]->u.i;
         } else {
             if (q->u.seq.n < 4 || p[1]->kind != CKPT_V_TENSOR || p[2]->kind != CKPT_V_TENSOR ||
                 !ck_as_int(p[3], &k->axis) || k->axis < 0 || (uint64_t)k->axis >= t->ndim)
-                t->unreadable = "quantized tensor: malformed per-channel parameters";
+                k->unreadable = "quantized tensor: malformed per-channel parameters";
             else {
                 k->qscales = ck_tdef_of(p[1]);
                 k->qzeros = ck_tdef_of(p[2]);
@@ -275,7 +277,7 @@ static int rebuild_sparse(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_va
     t->stride = NULL;
     t->offset_pos = ck_machine_pos(m);
     t->kind = k;
-    t->unreadable = "sparse tensor: read its components";
+    k->unreadable = "sparse tensor: read its components";
     uint64_t numel = 1;
     for (uint32_t i = 0; i < t->ndim; i++)
         if (ck_mul_ovf(numel, (uint64_t)t->shape[i], &numel)) numel = UINT64_MAX;
@@ -433,7 +435,7 @@ static int legacy_bytes(ckpt_file *f, const ckpt_value *b, ckpt_dtype *dt, const
     ckpt_value *v[5];
     int r = 0;
     for (int i = 0; i < 5 && r == 0; i++) {
-        ck_pickle_in in = {p + pos, n - pos, false, -1, "torch.storage._load_from_bytes"};
+        ck_pickle_in in = {.buf = p + pos, .len = n - pos, .base = -1, .label = "torch.storage._load_from_bytes"};
         size_t used = 0;
         ckpt_error e;
         r = ck_pickle_run(&u, &in, &v[i], &used, &e) == 0 ? 0 : -1;
@@ -631,8 +633,8 @@ int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value
 
 void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o)
 {
-    o->readable = t->unreadable ? 0 : 1;
-    o->unreadable = t->unreadable;
+    o->unreadable = ck_tdef_unreadable(t);
+    o->readable = o->unreadable ? 0 : 1;
     const ck_tkind *k = t->kind;
     if (!k) return;
     o->qscheme = k->qscheme;
@@ -647,4 +649,10 @@ void ck_kind_describe(const ck_tdef *t, ckpt_tensor *o)
         o->dense_ndim = k->dense_ndim;
         o->dense_size = k->dense_size;
     }
+}
+
+ck_tkind *ck_tdef_kind(ckpt_file *f, ck_tdef *t)
+{
+    if (!t->kind) t->kind = ck_alloc(&f->arena, sizeof *t->kind);
+    return t->kind;
 }

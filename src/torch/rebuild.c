@@ -222,7 +222,11 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
             ckpt_value *v = t ? tensor_value(f, t) : NULL;
             if (!v) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
             CK_TRY(ck_add_tdef(f, t, ck_machine_err(m)));
-            t->desc = NULL;
+            if (t->kind) { /* its own kind: the descriptor is the copy's */
+                if (!(t->kind = ck_alloc_copy(&f->arena, t->kind, sizeof *t->kind)))
+                    return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+                t->kind->desc = NULL;
+            }
             int64_t rg = 0;
             ck_as_int(a[1], &rg);
             t->requires_grad = rg != 0;

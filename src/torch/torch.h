@@ -70,10 +70,8 @@ typedef struct ck_tdef {
     uint32_t listed;        /* index+1 of the first listed ckpt_tensor, 0 none
                             (fewer than max_entries are listed) */
     int64_t offset_pos;     /* file offset of the REDUCE, for errors */
-    ckpt_tensor *desc;      /* a tensor not listed: its nameless descriptor,
-                            when its extent is sound */
-    const char *unreadable; /* why its bytes cannot be read; NULL: readable */
-    struct ck_tkind *kind;  /* quantized, sparse, numpy: the rest; or NULL */
+    struct ck_tkind *kind;  /* quantized, sparse, numpy, unreadable, or not
+                               listed: the rest (ck_tdef_kind()); or NULL */
 } ck_tdef;
 
 /* No storage (an unreadable tensor). */
@@ -96,7 +94,18 @@ typedef struct ck_tkind {
     unsigned sub_byte;    /* quint4x2: 2, quint2x4: 4 values per byte, else 0 */
     bool big_endian;      /* numpy '>' data */
     const uint8_t *bytes; /* numpy: the element bytes inside the pickle */
+    const char *unreadable; /* why its bytes cannot be read; NULL: readable */
+    ckpt_tensor *desc;      /* a tensor not listed: its nameless descriptor,
+                               when its extent is sound */
 } ck_tkind;
+
+/* Why t's bytes cannot be read, or NULL. */
+static inline const char *ck_tdef_unreadable(const ck_tdef *t)
+{
+    return t->kind ? t->kind->unreadable : NULL;
+}
+/* t's kind, made (zeroed: a plain tensor's) if it has none: NULL on OOM. */
+ck_tkind *ck_tdef_kind(ckpt_file *f, ck_tdef *t);
 
 static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
 {
