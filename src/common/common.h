@@ -150,6 +150,14 @@ static inline void ck_free_small(ck_arena *a, void *p, size_t n)
     CK_POISON(p, n);
 }
 char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
+/* Give back to the system the whole pages inside [p, p+n) of memory that
+ * will not be read again (madvise MADV_DONTNEED: anonymous pages read as
+ * zeros after it, a read-only file map reads the file again).  The pickle
+ * machine does it behind itself every CK_DISCARD_STEP bytes. */
+void ck_pages_discard(const void *p, size_t n);
+#define CK_DISCARD_STEP ((size_t)1 << 20)
+/* ck_alloc_grow() gives back the pages of an array it moves from this size */
+#define CK_DISCARD_MIN ((size_t)64 << 10)
 void ck_arena_free(ck_arena *a);
 /* Memory held outside the arena but counted against its limit: 0, or -1
  * (and `over` set) when `n` more bytes would pass the limit. */

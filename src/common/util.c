@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -186,7 +187,16 @@ void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n)
         return p;
     }
     void *q = ck_alloc(a, n);
-    if (q && old) memcpy(q, p, old);
+    if (q && old) {
+        memcpy(q, p, old);
+        /* a big array left behind (the items of a dict grown batch by batch:
+         * 16 MiB for a million entries) gives its pages back; nothing reads
+         * it again */
+        if (old >= CK_DISCARD_MIN) {
+            ck_pages_discard(p, old);
+            CK_POISON(p, old);
+        }
+    }
     return q;
 }
 
@@ -420,4 +430,17 @@ int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, c
     *arr = p;
     *cap = ncap;
     return 0;
+}
+
+void ck_pages_discard(const void *p, size_t n)
+{
+#ifdef MADV_DONTNEED
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+#else
+    (void)p;
+    (void)n;
+#endif
 }

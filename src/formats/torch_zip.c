@@ -242,6 +242,8 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
         in.buf = buf;
         if (ck_zip_method(z) == 0) in.base = (int64_t)(base + z->data_off);
     }
+    /* a scan reads the bytes after STOP too */
+    in.discard = !f->opt.scan_all_pickles && (buf || f->src.mapped);
     size_t used = 0;
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
     if (r == 0 && used < z->size)

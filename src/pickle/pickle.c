@@ -65,6 +65,8 @@ struct ck_machine {
     ckpt_error *err;
     const uint8_t *p, *end;
     const uint8_t *opp;  /* the current opcode (its file offset: op_pos()) */
+    const uint8_t *drop_at; /* in->discard: give back what is behind at p >= drop_at */
+    const uint8_t *kept;    /* in->discard: bytes before it were given back */
     uint64_t max_stack;  /* the limits, read once */
     uint64_t memo_limit; /* keys below max_memo + the pickle's length */
     ckpt_value **stack;
@@ -1217,6 +1219,11 @@ static int run(machine *m, ckpt_value **result)
         if (++ops > max_ops)
             return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes (max_ops)",
                         (unsigned long long)m->u->opt->max_ops);
+        if (m->p >= m->drop_at) {
+            ck_pages_discard(m->kept, (size_t)(m->p - m->kept));
+            m->kept = m->p;
+            m->drop_at = (size_t)(m->end - m->p) > CK_DISCARD_STEP ? m->p + CK_DISCARD_STEP : m->end;
+        }
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
         size_t base = 0;
@@ -1641,6 +1648,11 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     /* every pickle held whole, small ones too: the fuzz targets and tests
      * then run the same machine that reads big checkpoints */
     if (!in->more && !u->opt->scan_all_pickles) r = prescan(&m);
+    m.drop_at = m.end; /* never (run() stops at the end first), unless: */
+    if (in->discard && !in->more && in->len > 2 * CK_DISCARD_STEP) {
+        m.kept = in->buf;
+        m.drop_at = in->buf + CK_DISCARD_STEP;
+    }
     if (r == 0) r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
     if (r == 1) u->nnested = first_nested; /* the retry records them again */

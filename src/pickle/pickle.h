@@ -141,6 +141,11 @@ typedef struct ck_pickle_in {
     bool more;         /* the pickle may continue past len (stream) */
     int64_t base;      /* input offset of buf[0] (for errors); -1 unknown */
     const char *label; /* "data.pkl", "legacy:object", ... */
+    /* buf is the caller's own memory (malloc'd, or a read-only file map)
+     * that nothing reads once the run is over: the machine gives its pages
+     * back behind it as it goes (ck_pages_discard), so a big pickle and the
+     * values it makes are not resident at once.  Only a pickle held whole. */
+    bool discard;
 } ck_pickle_in;
 
 /* Run one pickle.  Returns 0 and *out, *used (bytes consumed incl. STOP);
