@@ -10,3 +10,11 @@ target_include_directories(test_perf_memory PRIVATE ${PROJECT_SOURCE_DIR}/src
 target_compile_definitions(test_perf_memory PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
 add_test(NAME perf.memory COMMAND test_perf_memory)
 set_tests_properties(perf.memory PROPERTIES TIMEOUT 120)
+
+# A 4 MiB data.pkl read while the machine gives its pages back behind it
+# (stored, deflated, standard input): torch 1.13's names, layouts and bytes.
+if(EXISTS /usr/bin/python3)
+  add_test(NAME perf.discard COMMAND /usr/bin/python3
+           ${CMAKE_CURRENT_SOURCE_DIR}/perf/discard_test.py $<TARGET_FILE:ckpt>)
+  set_tests_properties(perf.discard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()

@@ -4,11 +4,15 @@
  * string map (ck_map: 32-bit entries, ck_map_reserve), the pickle machine's
  * batch SETITEMS/APPENDS into arrays whose room is implicit (CK_SEQ_EXACT),
  * and the empty argument tuple given back after OrderedDict() & co, which
- * must not be given back when the pickle can still reach it (memo, DUP).
+ * must not be given back when the pickle can still reach it (memo, DUP);
+ * a big array the arena moves, and a pickle's pages behind the machine
+ * (ck_pickle_in.discard), given back to the system (mincore tells).
  * The pickles are hand-built; what they mean is what Python's pickle.loads
  * makes of the same bytes (noted beside each).
  */
 #include "pickle/pickle.h"
+#include <sys/mman.h>
+#include <unistd.h>
 #include "../unit/harness.h"
 #include "../unit/build.h"
 
@@ -243,8 +247,136 @@ static void test_empty_args(void)
     CHECK(ids <= 6);
 }
 
+/* How many of the whole pages inside [p, p+n) are resident (mincore). */
+static size_t resident_pages(const void *p, size_t n, size_t *whole)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    *whole = hi > lo ? (size_t)((hi - lo) / page) : 0;
+    if (!*whole) return 0;
+    unsigned char *vec = malloc(*whole);
+    size_t in = 0;
+    if (vec && mincore((void *)lo, (size_t)(hi - lo), vec) == 0)
+        for (size_t i = 0; i < *whole; i++) in += vec[i] & 1u;
+    else
+        in = SIZE_MAX; /* cannot tell: fails the checks below */
+    free(vec);
+    return in;
+}
+
+static void test_grow_gives_back(void)
+{
+    SECTION("a big array the arena moves gives its pages back");
+    ck_arena a;
+    memset(&a, 0, sizeof a);
+    size_t old = 4 * CK_DISCARD_MIN;
+    unsigned char *p = ck_alloc(&a, old);
+    CHECK(p != NULL);
+    if (!p) return;
+    for (size_t i = 0; i < old; i++) p[i] = (unsigned char)(i * 7u + 1u);
+    size_t whole = 0;
+    CHECK_EQ_U64(resident_pages(p, old, &whole), whole); /* written: all resident */
+    CHECK(ck_alloc(&a, 8) != NULL);                      /* p is no longer the latest */
+    unsigned char *q = ck_alloc_grow(&a, p, old, 2 * old);
+    CHECK(q != NULL && q != p);
+    int same = q != NULL;
+    for (size_t i = 0; same && i < old; i++) same = q[i] == (unsigned char)(i * 7u + 1u);
+    CHECK(same);
+    CHECK(whole > 0);
+    CHECK_EQ_U64(resident_pages(p, old, &whole), 0); /* given back: none resident */
+    /* a small array moved keeps its pages (not worth a system call) */
+    unsigned char *s = ck_alloc(&a, 4096 * 3);
+    memset(s, 1, 4096 * 3);
+    CHECK(ck_alloc(&a, 8) != NULL);
+    unsigned char *s2 = ck_alloc_grow(&a, s, 4096 * 3, 4096 * 6);
+    CHECK(s2 != NULL && s2 != s && s2[4096 * 3 - 1] == 1);
+    ck_arena_free(&a);
+}
+
+/* A list of `n` distinct strings, every 1000th memoized and fetched again
+ * at the end (the memo outlives the pages the machine gave back). */
+static void big_list_pickle(bb *b, int n)
+{
+    bb_u8(b, 0x80);
+    bb_u8(b, 2);
+    bb_u8(b, ']');
+    for (int i = 0; i < n; i += 1000) {
+        bb_u8(b, '(');
+        for (int j = i; j < i + 1000 && j < n; j++) {
+            char k[32];
+            int len = snprintf(k, sizeof k, "item-%07d", j);
+            bb_u8(b, 'X');
+            bb_le32(b, (uint32_t)len);
+            bb_put(b, k, (size_t)len);
+            if (j % 1000 == 0) {
+                bb_u8(b, 'r'); /* LONG_BINPUT */
+                bb_le32(b, (uint32_t)(j / 1000));
+            }
+        }
+        bb_u8(b, 'e');
+    }
+    bb_u8(b, '(');
+    for (int i = 0; i < n; i += 1000) {
+        bb_u8(b, 'j'); /* LONG_BINGET */
+        bb_le32(b, (uint32_t)(i / 1000));
+    }
+    bb_u8(b, 'e');
+    bb_u8(b, '.');
+}
+
+static void test_discard(void)
+{
+    SECTION("a pickle's pages given back behind the machine (ck_pickle_in.discard)");
+    const int n = 300000;
+    bb b = {0};
+    big_list_pickle(&b, n);
+    CHECK(b.n > 3 * CK_DISCARD_STEP);
+    for (int discard = 0; discard < 2; discard++) {
+        /* the caller's own memory, as torch_zip's malloc'd data.pkl */
+        unsigned char *buf = malloc(b.n);
+        CHECK(buf != NULL);
+        if (!buf) break;
+        memcpy(buf, b.p, b.n);
+        run r;
+        memset(&r, 0, sizeof r);
+        ckpt_options_init(&r.opt);
+        r.u.arena = &r.arena;
+        r.u.opt = &r.opt;
+        r.u.input_size = b.n;
+        ck_pickle_in in = {.buf = buf, .len = b.n, .base = 0, .label = "pickle",
+                           .discard = discard != 0};
+        size_t used = 0;
+        CHECK_EQ_INT(ck_pickle_run(&r.u, &in, &r.root, &used, &r.err), 0);
+        CHECK_EQ_U64(used, b.n);
+        size_t nl = n + n / 1000;
+        CHECK_EQ_U64(ckpt_value_len(r.root), nl);
+        int ok = ckpt_value_len(r.root) == nl;
+        for (size_t i = 0; ok && i < nl; i++) {
+            char k[32];
+            int j = i < (size_t)n ? (int)i : (int)(i - (size_t)n) * 1000;
+            int len = snprintf(k, sizeof k, "item-%07d", j);
+            size_t tl = 0;
+            const char *t = ckpt_value_text(ckpt_value_item(r.root, i), &tl);
+            ok = t && tl == (size_t)len && memcmp(t, k, tl) == 0;
+        }
+        CHECK(ok); /* every value as the bytes said, pages given back or not */
+        /* the first MiB: given back with discard, untouched without */
+        size_t whole = 0, in_core = resident_pages(buf, CK_DISCARD_STEP, &whole);
+        CHECK(whole > 0);
+        if (discard)
+            CHECK_EQ_U64(in_core, 0);
+        else
+            CHECK_EQ_U64(in_core, whole);
+        free(buf);
+        run_free(&r);
+    }
+    bb_free(&b);
+}
+
 int main(void)
 {
+    test_grow_gives_back();
+    test_discard();
     test_arena();
     test_map();
     test_batches();
