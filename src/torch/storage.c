@@ -29,6 +29,12 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool
 
 int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err)
 {
+    return ck_storage_add(f, key, klen, true, idx, err);
+}
+
+int ck_storage_add(ckpt_file *f, const char *key, size_t klen, bool copy, size_t *idx,
+                   ckpt_error *err)
+{
     if (f->nstorages >= f->opt.max_entries || f->nstorages >= INT32_MAX) /* root: int32_t */
         return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u storages (max_entries)",
                        f->opt.max_entries);
@@ -36,7 +42,7 @@ int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt
                    err));
     ck_storage *s = &f->storages[f->nstorages];
     memset(s, 0, sizeof *s);
-    s->pub.key = ck_strndup(&f->arena, key, klen);
+    s->pub.key = copy ? ck_strndup(&f->arena, key, klen) : key;
     if (!s->pub.key) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     s->pub.file_offset = -1;
     s->root = -1;

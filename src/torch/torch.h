@@ -112,12 +112,17 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
     return (ck_tdef *)v->u.ext;
 }
 
-/* A storage as the container knows it: 80 bytes. */
+/* A storage as the container knows it: 72 bytes. */
 typedef struct ck_storage {
-    ckpt_storage pub;  /* pub.key: the arena copy of the key */
+    ckpt_storage pub;  /* pub.key: the arena copy of the key, or the tail of
+                          its ZIP record's name (ck_storage_add()) */
     uint64_t data_off; /* where bytes start in the file (when not packed) */
-    size_t rec;        /* the container's record of it (ZIP: its entry) */
-    uint64_t view_off; /* bytes into the root */
+    union {               /* a view (root >= 0) has no record of its own, and
+                             only legacy/tar storages are views */
+        size_t rec;       /* root >= 0 never: the container's record of it
+                             (ZIP: its entry) */
+        uint64_t view_off; /* root >= 0: bytes into the root */
+    };
     uint64_t declared; /* legacy/tar: numel declared by the pickle */
     int64_t decl_pos;  /* file offset where it was declared */
     int32_t root;      /* legacy/tar view: index of the root storage, -1
@@ -236,6 +241,10 @@ int ck_storage_get(ckpt_file *f, const char *key, size_t klen, size_t *idx, bool
                    ckpt_error *err);
 /* Append a storage without indexing its key (ZIP indexes by record). */
 int ck_storage_new(ckpt_file *f, const char *key, size_t klen, size_t *idx, ckpt_error *err);
+/* ck_storage_new(), the key copied only with `copy`: without, key[klen] is
+ * a NUL and the key outlives f (a ZIP record's name: its tail). */
+int ck_storage_add(ckpt_file *f, const char *key, size_t klen, bool copy, size_t *idx,
+                   ckpt_error *err);
 ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err);
 
 /* Where a container keeps the bytes of a storage named by a persistent id:
