@@ -97,6 +97,35 @@ static size_t name_index_get(const ckpt_file *f, const char *k)
     return (size_t)-1;
 }
 
+/* Append (idx, t) to a list kept in index order: 0, or -1 on OOM. */
+static int held_push(ckpt_file *f, ck_held_list *l, size_t idx, const ck_tdef *t)
+{
+    if (l->n == l->cap) { /* arena: doubled, the old one left */
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        ck_held *nv = ck_alloc(&f->arena, nc * sizeof *nv);
+        if (!nv) return -1;
+        if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = (ck_held){idx, t};
+    return 0;
+}
+
+/* The rebuild a list keeps for listed tensor idx, or NULL. */
+static const ck_tdef *held_find(const ck_held_list *l, size_t idx)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].idx < idx)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < l->n && l->v[lo].idx == idx ? l->v[lo].t : NULL;
+}
+
 /* ---- naming ------------------------------------------------------------- */
 
 /* A path longer than this is not kept (keys shared through the memo could
@@ -660,7 +689,8 @@ static int emit(walker *w, const ckpt_value *v)
         CK_TRY(name_push(w, pn, strlen(pn), &saved));
         size_t at = w->f->ntensors;
         int r = emit_one(w, k->parts[i]);
-        if (r == 0 && at < w->f->ntensors) w->f->listed[at].sparse = t;
+        if (r == 0 && at < w->f->ntensors && held_push(w->f, &w->f->sparse_of, at, t))
+            r = ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
         name_pop(w, saved);
         CK_TRY(r);
     }
@@ -712,7 +742,7 @@ static int emit_one(walker *w, ck_tdef *t)
                    w->err));
     ck_listed *l = &f->listed[f->ntensors];
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
-    *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t, NULL};
+    *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t};
     int added = l->name ? name_index_add(f, f->ntensors, nlen) : -1;
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     if (added > 0)
@@ -721,15 +751,8 @@ static int emit_one(walker *w, ck_tdef *t)
     memset(o, 0, sizeof *o);
     describe(f, t, o);
     if (k && k->bytes) {               /* held in the pickle: mem_read() needs its rebuild */
-        if (f->nheld == f->cap_held) { /* arena: doubled, the old one left */
-            size_t nc = f->cap_held ? f->cap_held * 2 : 16;
-            ck_held *nh = ck_alloc(&f->arena, nc * sizeof *nh);
-            if (!nh) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-            if (f->nheld) memcpy(nh, f->held, f->nheld * sizeof *nh);
-            f->held = nh;
-            f->cap_held = nc;
-        }
-        f->held[f->nheld++] = (ck_held){f->ntensors, t};
+        if (held_push(f, &f->held, f->ntensors, t))
+            return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     }
     if (!t->listed) t->listed = (uint32_t)(f->ntensors + 1); /* < max_entries + 1 */
     if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
@@ -866,8 +889,9 @@ static void describe_listed(const ckpt_file *f, size_t i, ckpt_tensor *o)
     memset(o, 0, sizeof *o);
     o->name = l->name;
     describe(f, l->t, o);
-    if (l->sparse) {
-        const ck_tkind *k = l->sparse->kind;
+    const ck_tdef *sparse = held_find(&f->sparse_of, i);
+    if (sparse) {
+        const ck_tkind *k = sparse->kind;
         o->layout = k->layout;
         for (size_t j = 0; j < k->nparts; j++)
             if (k->parts[j] == l->t) o->component = k->part_names[j];
@@ -1152,17 +1176,7 @@ static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, ui
      * known by its name, which points into the file's own memory */
     size_t idx = t->name ? name_index_get(f, t->name) : (size_t)-1;
     const ck_tdef *d = NULL;
-    if (idx < f->ntensors && f->listed[idx].name == t->name) {
-        size_t lo = 0, hi = f->nheld; /* f->held is in index order */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (f->held[mid].idx < idx)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < f->nheld && f->held[lo].idx == idx) d = f->held[lo].t;
-    }
+    if (idx < f->ntensors && f->listed[idx].name == t->name) d = held_find(&f->held, idx);
     if (!d || !d->kind || !d->kind->bytes)
         return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s' has no data",
                        t->name ? t->name : "(unnamed)");

@@ -148,22 +148,28 @@ void ck_name_index_free(ck_name_index *m);
  * (ckpt_tensor, 192 bytes) is built from it only when asked for
  * (ckpt_tensor_at() and the like build a chunk at a time and keep it;
  * ckpt_tensor_get() copies one out and keeps nothing), so a listing of
- * many tensors holds 24 bytes a tensor, not 192. */
+ * many tensors holds 16 bytes a tensor, not 192.  A sparse component's
+ * sparse tensor is in ckpt_file.sparse_of. */
 typedef struct ck_listed {
-    const char *name;      /* arena; unique among the listed (ckpt_find) */
-    ck_tdef *t;            /* its rebuild (a sparse tensor: the component's) */
-    const ck_tdef *sparse; /* a sparse component: the sparse tensor, else NULL */
+    const char *name; /* arena; unique among the listed (ckpt_find) */
+    ck_tdef *t;       /* its rebuild (a sparse tensor: the component's) */
 } ck_listed;
 
 /* Descriptors built by ckpt_tensor_at(), a chunk of this many at a time. */
 #define CK_TCHUNK_BITS 7u
 #define CK_TCHUNK ((size_t)1 << CK_TCHUNK_BITS)
 
-/* A listed tensor whose bytes are in the pickle (catalogue.c). */
+/* Listed tensors that need one more rebuild than their own, by index:
+ * appended in index order (arena, doubled, the old array left; few for
+ * most files). */
 typedef struct ck_held {
     size_t idx;
     const ck_tdef *t;
 } ck_held;
+typedef struct ck_held_list {
+    ck_held *v;
+    size_t n, cap;
+} ck_held_list;
 
 struct ck_format; /* formats/formats.h: a container's ops */
 
@@ -205,10 +211,10 @@ struct ckpt_file {
     /* what naming walks instead of sel when set (TorchScript: script.c) */
     ckpt_value *names_root;
     ckpt_value *constants, *extra; /* ckpt_part(): TorchScript's, or NULL */
-    /* listed tensors held in the pickle (numpy arrays): their index and
-     * rebuild, in index order (arena; none for most files) */
-    struct ck_held *held;
-    size_t nheld, cap_held;
+    /* listed tensors held in the pickle (numpy arrays): their own rebuild */
+    ck_held_list held;
+    /* listed components of sparse tensors: the sparse tensor's rebuild */
+    ck_held_list sparse_of;
     /* shape/stride pairs shared by the tensors that have them (arena) */
     struct ck_dims_slot *dims;
     size_t ndims, cap_dims;
