@@ -244,8 +244,9 @@ static int line(machine *m, const char **s, size_t *n)
 /* `GLOBAL collections.OrderedDict, EMPTY_TUPLE, REDUCE` is how torch pickles
  * every hook dict of a module (a dozen per module): the empty argument tuple
  * is garbage as soon as the call is made.  A tuple nobody else can reach
- * (never memoized nor DUPed: `pin`) that is the arena's latest allocation
- * is given back, and the call sees the machine's own empty tuple instead.
+ * (never memoized nor DUPed: `pin`) is given back, and the call sees the
+ * machine's own empty tuple instead: undone when it is the arena's latest
+ * allocation, else (with memo elision, as reclaim()) to the free lists.
  * Only for the machine's container calls, which never keep their
  * arguments. */
 #define PINNED                                                                                     \
@@ -290,6 +291,10 @@ static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value
     uint32_t id = args->id;
     if (ck_alloc_undo(m->u->arena, args, sizeof *args)) {
         if (id + 1 == m->u->next_id) m->u->next_id = id; /* fewer ids: smaller walk tables */
+        return &m->no_args;
+    }
+    if (m->elide) { /* not the latest (it came from a free list): given back there */
+        ck_free_small(m->u->arena, args, sizeof *args);
         return &m->no_args;
     }
     return args;

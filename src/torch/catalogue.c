@@ -577,10 +577,15 @@ static void share_dims(ckpt_file *f, uint32_t ndim, const int64_t **shape, const
         if (k < ndim) continue;
         *shape = d->shape;
         *stride = d->stride;
-        /* give the caller's pair back in one piece (rebuilds and TAR
-         * records allocate shape, then stride, just before) */
-        if ((const char *)sh + bytes == (const char *)st)
-            ck_alloc_undo(&f->arena, (void *)(uintptr_t)sh, 2 * bytes);
+        /* give the caller's pair back: in one piece when it is the arena's
+         * latest (rebuilds and TAR records allocate shape, then stride,
+         * just before), else each to the free lists (the pair came from
+         * them: 16 bytes a tensor of a 1M-tensor state dict) */
+        if ((const char *)sh + bytes != (const char *)st ||
+            !ck_alloc_undo(&f->arena, (void *)(uintptr_t)sh, 2 * bytes)) {
+            ck_free_small(&f->arena, (void *)(uintptr_t)sh, bytes);
+            ck_free_small(&f->arena, (void *)(uintptr_t)st, bytes);
+        }
         return;
     }
     if (f->ndims + 1 > f->cap_dims / 2) {

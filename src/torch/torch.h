@@ -272,9 +272,9 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
  * shape/stride (ndim entries: arena arrays), element offset; checks the
  * element count and byte size, records it, returns it.  `pos`: for errors.
  * The tensor keeps shape/stride, or an equal pair an earlier tensor kept:
- * the caller's arrays are then given back when they are the arena's latest
- * allocations, shape just before stride.  After the call, use
- * (*out)->shape and (*out)->stride. */
+ * the caller's arrays, which must be its own arena allocations that nothing
+ * else points at, are then given back.  After the call, use (*out)->shape
+ * and (*out)->stride. */
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err);

@@ -245,6 +245,45 @@ static void test_empty_args(void)
     bb_free(&c);
     /* the first pickle's three empty tuples gave their ids back (9 without) */
     CHECK(ids <= 6);
+
+    /* An empty tuple that is no longer the arena's latest allocation (a
+     * string made and popped after it) goes to the free lists instead, and
+     * the next node takes it: 1000 x [OrderedDict()] in a list, which
+     * pickle.loads makes 1000 empty OrderedDicts of. */
+    bb d = {0};
+    bb_u8(&d, 0x80);
+    bb_u8(&d, 2);
+    bb_u8(&d, ']');
+    put_global(&d, "collections", "OrderedDict");
+    bb_u8(&d, 'q');
+    bb_u8(&d, 0);
+    bb_u8(&d, '0'); /* memoized, fetched below, popped */
+    for (int i = 0; i < 1000; i++) {
+        bb_u8(&d, 'h');
+        bb_u8(&d, 0);
+        bb_u8(&d, ')');
+        bb_u8(&d, 'X');
+        bb_le32(&d, 8);
+        bb_put(&d, "popped!!", 8);
+        bb_u8(&d, '0'); /* POP */
+        bb_u8(&d, 'R');
+        bb_u8(&d, 'a');
+    }
+    bb_u8(&d, '.');
+    CHECK_EQ_INT(run_pickle(&r, &d), 0);
+    CHECK_EQ_U64(ckpt_value_len(r.root), 1000);
+    int dicts = ckpt_value_len(r.root) == 1000;
+    for (size_t i = 0; dicts && i < 1000; i++)
+        dicts = ckpt_value_kind(ckpt_value_item(r.root, i)) == CKPT_V_DICT &&
+                ckpt_value_len(ckpt_value_item(r.root, i)) == 0;
+    CHECK(dicts);
+    size_t used = 0;
+    for (const ck_block *blk = r.arena.head; blk; blk = blk->next) used += blk->used;
+    /* a string (48), a dict (32) and the list's room (16) an item: 96 KB;
+     * with the tuples kept (32 more an item): 128 KB */
+    CHECK(used < 112 * 1000);
+    run_free(&r);
+    bb_free(&d);
 }
 
 /* How many of the whole pages inside [p, p+n) are resident (mincore). */
