@@ -1,10 +1,11 @@
 #!/bin/sh
 # bench/link_read_all.sh BUILD OUT - build bench/read_all.c against the static
 # library BUILD/libckpt.a, with the libraries that library needs: those its
-# ckpt.pc lists (Libs.private, and Requires.private such as libarchive, asked
-# of pkg-config), or, in a build without ckpt.pc (CKPT_INSTALL=OFF), zlib,
-# jansson, the threads library and libarchive when CMake found it.  A fixed
-# "-lz -lpthread -lm" no longer links since jansson and libarchive joined.
+# ckpt.pc lists (Libs.private, and Requires.private if any, asked of
+# pkg-config), or, in a build without ckpt.pc (CKPT_INSTALL=OFF), zlib,
+# jansson, the threads library and libdl when CMake found libarchive (which
+# `ckpt scan` loads with dlopen(); nothing links libarchive itself).  A fixed
+# "-lz -lpthread -lm" no longer links since jansson joined.
 # Used by bench/run.sh; tests/parts/defects.cmake runs it on the test build.
 set -eu
 
@@ -21,8 +22,9 @@ if [ -f "$B/ckpt.pc" ]; then
     fi
 else
     libs="-lz $(pkg-config --libs jansson) -pthread"
-    if grep -q '^LIBARCHIVE_FOUND:INTERNAL=1' "$B/CMakeCache.txt"; then
-        libs="$libs $(pkg-config --libs libarchive)"
+    if grep -q '^LIBARCHIVE_FOUND:INTERNAL=1' "$B/CMakeCache.txt" &&
+        [ "$(uname -s)" = Linux ]; then
+        libs="$libs -ldl" # dlopen(), in libc itself since glibc 2.34
     fi
 fi
 # shellcheck disable=SC2086 # $libs is a list of flags

@@ -74,11 +74,13 @@ typedef struct ckpt_scan_report ckpt_scan_report;
 /* Scan a file: run every pickle (options' limits apply; its key,
  * skip_tensors and on_global are ignored) and classify every global.
  * Besides torch's containers and plain pickles this reads the pickle of a
- * numpy .npy object array, and, when the library was built with libarchive,
+ * numpy .npy object array, and, when the library was built with libarchive
+ * (loaded with dlopen() only for such an archive, and closed after it),
  * every member of an archive that is not a torch.save file (a generic ZIP
  * or TAR, compressed TARs, 7z) as a file of its own; a member that cannot
  * be read or opened makes the report incomplete (ckpt_scan_error() names
- * it), and so does such an archive without libarchive.  A file
+ * it), and so does such an archive without libarchive, or when it cannot
+ * be loaded.  A file
  * that breaks part way still gives a report: every global met before the
  * break, with ckpt_scan_error() saying what broke.  Returns NULL (and fills
  * err) only when no report can be made at all (out of memory).  `opt` may

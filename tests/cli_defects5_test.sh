@@ -16,7 +16,7 @@
 #               a file torch writes here: the bytes are torch's (run under
 #               ThreadSanitizer this is the crash of session 4; needs torch)
 #   bench       bench/link_read_all.sh links read_all against this build's
-#               libckpt.a (jansson, libarchive) and it reads a fixture
+#               libckpt.a (jansson; -ldl where dlopen needs it) and it reads a fixture
 #
 # Prints "ok"/"not ok" lines and "N passed, M failed"; exits 77 when what a
 # group needs is missing (torch for thread).

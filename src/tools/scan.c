@@ -1067,8 +1067,93 @@ static int merge(ckpt_scan_report *r, const ckpt_scan_report *sub, const char *m
 }
 
 #ifdef CKPT_HAVE_LIBARCHIVE
+/* libarchive is not linked: <archive.h> gives its types and constants, and
+ * scan_archive() loads the library with dlopen() for each archive it reads
+ * (a reference count after the first), its functions resolved into an
+ * la_api on the stack, and closes it when that archive is done.  A listing
+ * never maps libarchive or what it needs (libxml2, ICU, libstdc++...). */
 #include <archive.h>
 #include <archive_entry.h>
+#include <dlfcn.h>
+
+#ifndef CKPT_LIBARCHIVE_SONAME
+#define CKPT_LIBARCHIVE_SONAME "libarchive.so.13"
+#endif
+
+/* The functions scan_archive() calls: return type, name, parameters. */
+#define LA_FUNCTIONS(X)                                                                            \
+    X(struct archive *, archive_read_new, (void))                                                  \
+    X(int, archive_read_support_filter_all, (struct archive *))                                    \
+    X(int, archive_read_support_format_all, (struct archive *))                                    \
+    X(int, archive_read_support_format_raw, (struct archive *))                                    \
+    X(int, archive_read_set_options, (struct archive *, const char *))                             \
+    X(int, archive_read_open_filename, (struct archive *, const char *, size_t))                   \
+    X(int, archive_read_open_memory, (struct archive *, const void *, size_t))                     \
+    X(int, archive_read_set_seek_callback, (struct archive *, archive_seek_callback *))            \
+    X(int, archive_read_set_skip_callback, (struct archive *, archive_skip_callback *))            \
+    X(int, archive_read_set_read_callback, (struct archive *, archive_read_callback *))            \
+    X(int, archive_read_set_callback_data, (struct archive *, void *))                             \
+    X(int, archive_read_open1, (struct archive *))                                                 \
+    X(int, archive_read_next_header, (struct archive *, struct archive_entry **))                  \
+    X(la_ssize_t, archive_read_data, (struct archive *, void *, size_t))                           \
+    X(int, archive_read_free, (struct archive *))                                                  \
+    X(int, archive_errno, (struct archive *))                                                      \
+    X(const char *, archive_error_string, (struct archive *))                                      \
+    X(const char *, archive_format_name, (struct archive *))                                       \
+    X(void, archive_set_error, (struct archive *, int, const char *, ...))                         \
+    X(const char *, archive_entry_pathname, (struct archive_entry *))                              \
+    X(__LA_MODE_T, archive_entry_filetype, (struct archive_entry *))                               \
+    X(int, archive_entry_is_encrypted, (struct archive_entry *))
+
+/* libarchive as dlopen() gave it: the handle and one pointer per function. */
+typedef struct la_api {
+    void *handle;
+#define LA_FIELD(ret, name, params) ret(*name) params;
+    LA_FUNCTIONS(LA_FIELD)
+#undef LA_FIELD
+} la_api;
+
+/* Load libarchive into *la; nonzero, with why in msg, when dlopen() or a
+ * dlsym() fails (nothing stays loaded then). */
+static int la_load(la_api *la, char *msg, size_t cap)
+{
+    const char *why;
+    void *sym;
+    memset(la, 0, sizeof *la);
+    (void)dlerror();
+    la->handle = dlopen(CKPT_LIBARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!la->handle) {
+        why = dlerror();
+        snprintf(msg, cap, "%.200s", why ? why : "dlopen failed");
+        return -1;
+    }
+    /* the pointer of each function, copied as bytes (ISO C has no
+     * conversion from void * to a function pointer); the unevaluated
+     * comparison checks each declared type against <archive.h> */
+#define LA_RESOLVE(ret, name, params)                                                              \
+    (void)sizeof(la->name == &name);                                                               \
+    sym = dlsym(la->handle, #name);                                                                \
+    if (!sym) {                                                                                    \
+        why = dlerror();                                                                           \
+        snprintf(msg, cap, "%.200s", why ? why : "no " #name);                                     \
+        dlclose(la->handle);                                                                       \
+        memset(la, 0, sizeof *la);                                                                 \
+        return -1;                                                                                 \
+    }                                                                                              \
+    memcpy(&la->name, &sym, sizeof la->name);
+    LA_FUNCTIONS(LA_RESOLVE)
+#undef LA_RESOLVE
+    return 0;
+}
+
+static void la_unload(la_api *la)
+{
+    if (la->handle) dlclose(la->handle);
+    memset(la, 0, sizeof *la);
+}
+
+/* la_load() copies a function pointer from the bytes of a void *. */
+_Static_assert(sizeof(void (*)(void)) == sizeof(void *), "function and data pointers differ");
 
 /* A list of member names, for the one-line error. */
 typedef struct name_list {
@@ -1111,6 +1196,7 @@ static int openable(const unsigned char *h, size_t n)
 
 /* libarchive over a ckpt_reader: sequential reads with seek and skip. */
 typedef struct arc_reader {
+    const la_api *la;
     const ckpt_reader *rd;
     uint64_t pos;
     unsigned char buf[65536];
@@ -1124,7 +1210,8 @@ static la_ssize_t arc_read(struct archive *a, void *ud, const void **out)
     *out = ar->buf;
     if (n == 0) return 0;
     if (ar->rd->read(ar->rd->opaque, ar->pos, ar->buf, n) != 0) {
-        archive_set_error(a, 5 /* EIO */, "read error at byte %llu", (unsigned long long)ar->pos);
+        ar->la->archive_set_error(a, 5 /* EIO */, "read error at byte %llu",
+                                  (unsigned long long)ar->pos);
         return -1;
     }
     ar->pos += n;
@@ -1153,7 +1240,8 @@ static la_int64_t arc_skip(struct archive *a, void *ud, la_int64_t n)
 }
 
 /* A member's bytes, up to `limit` (0 and *big when it is larger). */
-static unsigned char *read_member(struct archive *a, uint64_t limit, size_t *len, int *big)
+static unsigned char *read_member(const la_api *la, struct archive *a, uint64_t limit, size_t *len,
+                                  int *big)
 {
     size_t cap = 65536, n = 0;
     unsigned char *buf = malloc(cap);
@@ -1176,7 +1264,7 @@ static unsigned char *read_member(struct archive *a, uint64_t limit, size_t *len
             }
             buf = nb;
         }
-        got = archive_read_data(a, buf + n, cap - n);
+        got = la->archive_read_data(a, buf + n, cap - n);
         if (got < 0) {
             free(buf);
             return NULL;
@@ -1198,10 +1286,10 @@ static unsigned char *read_member(struct archive *a, uint64_t limit, size_t *len
  * its own, its globals labelled MEMBER>pickle.  A member that cannot be
  * read or does not open makes the report incomplete, its name in the
  * error: an archive is never clean only because its members were not read. */
-static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_options *o,
-                        unsigned flags, int depth)
+static int scan_archive_with(const la_api *la, ckpt_scan_report *r, const scan_src *src,
+                             const ckpt_options *o, unsigned flags, int depth)
 {
-    struct archive *a = archive_read_new();
+    struct archive *a = la->archive_read_new();
     struct archive_entry *e;
     arc_reader *ar = NULL;
     name_list bad;
@@ -1212,47 +1300,49 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
 
     memset(&bad, 0, sizeof bad);
     if (!a) return -1;
-    archive_read_support_filter_all(a);
-    archive_read_support_format_all(a);
-    archive_read_support_format_raw(a); /* a single compressed pickle (x.pkl.gz) */
+    la->archive_read_support_filter_all(a);
+    la->archive_read_support_format_all(a);
+    la->archive_read_support_format_raw(a); /* a single compressed pickle (x.pkl.gz) */
     /* torch.load reads a ZIP record whatever its CRC-32 (miniz built without
      * the check): a bad CRC must not hide a member from the scan
      * (CVE-2025-10156 against picklescan); libarchive before 3.4 lacks the
      * option, which then only costs that member an error */
-    (void)archive_read_set_options(a, "zip:ignorecrc32");
+    (void)la->archive_read_set_options(a, "zip:ignorecrc32");
     if (src->from == SCAN_FROM_PATH) {
-        rc = archive_read_open_filename(a, src->path, 65536);
+        rc = la->archive_read_open_filename(a, src->path, 65536);
     } else if (src->from == SCAN_FROM_MEMORY) {
-        rc = archive_read_open_memory(a, src->data, src->size);
+        rc = la->archive_read_open_memory(a, src->data, src->size);
     } else {
         ar = calloc(1, sizeof *ar);
         if (!ar) {
-            archive_read_free(a);
+            la->archive_read_free(a);
             return -1;
         }
+        ar->la = la;
         ar->rd = src->reader;
-        archive_read_set_seek_callback(a, arc_seek);
-        archive_read_set_skip_callback(a, arc_skip);
-        archive_read_set_read_callback(a, arc_read);
-        archive_read_set_callback_data(a, ar);
-        rc = archive_read_open1(a);
+        la->archive_read_set_seek_callback(a, arc_seek);
+        la->archive_read_set_skip_callback(a, arc_skip);
+        la->archive_read_set_read_callback(a, arc_read);
+        la->archive_read_set_callback_data(a, ar);
+        rc = la->archive_read_open1(a);
     }
     if (rc != ARCHIVE_OK) {
         snprintf(line, sizeof line, "cannot open the archive: %s",
-                 archive_error_string(a) ? archive_error_string(a) : "unknown format");
+                 la->archive_error_string(a) ? la->archive_error_string(a) : "unknown format");
         set_error(r, CKPT_E_FORMAT, line);
-        archive_read_free(a);
+        la->archive_read_free(a);
         free(ar);
         return 0;
     }
-    while ((rc = archive_read_next_header(a, &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
-        const char *name = archive_entry_pathname(e);
+    while ((rc = la->archive_read_next_header(a, &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+        const char *name = la->archive_entry_pathname(e);
         unsigned char *buf;
         size_t len = 0;
         int big = 0;
         if (!name) name = "?";
         /* files; a 7z entry without Unix attributes has no type at all */
-        if (archive_entry_filetype(e) != AE_IFREG && archive_entry_filetype(e) != 0) continue;
+        if (la->archive_entry_filetype(e) != AE_IFREG && la->archive_entry_filetype(e) != 0)
+            continue;
         if (++members > o->max_entries) {
             snprintf(line, sizeof line, "the archive has more than %u members (max_entries)",
                      o->max_entries);
@@ -1260,18 +1350,18 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
             ok = 0;
             break;
         }
-        buf = read_member(a, limit, &len, &big);
+        buf = read_member(la, a, limit, &len, &big);
         if (!buf) {
             snprintf(line, sizeof line, "%.200s: cannot read this member: %s", name,
-                     big                       ? "larger than the memory limit (max_memory)"
-                     : archive_error_string(a) ? archive_error_string(a)
-                                               : "out of memory");
+                     big                           ? "larger than the memory limit (max_memory)"
+                     : la->archive_error_string(a) ? la->archive_error_string(a)
+                                                   : "out of memory");
             if (add_note(r, line) != 0) r->oom = 1;
             name_add(&bad, name,
-                     big                             ? "too large"
-                     : archive_entry_is_encrypted(e) ? "encrypted, or flagged so"
-                                                     : "unreadable");
-            if (!big && archive_errno(a) == 0 && !archive_error_string(a)) r->oom = 1;
+                     big                                 ? "too large"
+                     : la->archive_entry_is_encrypted(e) ? "encrypted, or flagged so"
+                                                         : "unreadable");
+            if (!big && la->archive_errno(a) == 0 && !la->archive_error_string(a)) r->oom = 1;
             continue;
         }
         if (!openable(buf, len)) {
@@ -1315,7 +1405,7 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
     }
     if (ok && rc != ARCHIVE_EOF && !r->oom) {
         snprintf(line, sizeof line, "the archive breaks after %zu members: %s", members,
-                 archive_error_string(a) ? archive_error_string(a) : "read error");
+                 la->archive_error_string(a) ? la->archive_error_string(a) : "read error");
         set_error(r, CKPT_E_FORMAT, line);
     } else if (ok && bad.count && !r->oom) {
         snprintf(line, sizeof line, "%zu archive member%s ckpt cannot open: %s", bad.count,
@@ -1325,13 +1415,39 @@ static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_opt
     if (!r->oom) {
         snprintf(line, sizeof line,
                  "%s archive read through libarchive: %zu member%s, %zu scanned as files",
-                 archive_format_name(a) ? archive_format_name(a) : "an", members,
+                 la->archive_format_name(a) ? la->archive_format_name(a) : "an", members,
                  members == 1 ? "" : "s", scanned);
         if (add_note(r, line) != 0) r->oom = 1;
     }
-    archive_read_free(a);
+    la->archive_read_free(a);
     free(ar);
     return r->oom ? -1 : 0;
+}
+
+/* Why an archive is not scanned when libarchive does not load. */
+#define LA_MISSING                                                                                 \
+    "an archive that is not a torch.save file (a generic ZIP or TAR, a compressed TAR, 7z): "      \
+    "libarchive (%s) cannot be loaded: %.*s; not scanned"
+
+/* scan_archive_with() on libarchive loaded for this archive alone: every
+ * archive it opened is freed before the library is closed.  Without the
+ * library the archive is refused as a build without libarchive refuses it. */
+static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_options *o,
+                        unsigned flags, int depth)
+{
+    la_api la;
+    char why[240], line[sizeof r->error.message];
+    int rc, room;
+    if (la_load(&la, why, sizeof why) != 0) {
+        /* dlerror()'s text cut short, so that the line keeps its end */
+        room = (int)sizeof line - 1 - snprintf(NULL, 0, LA_MISSING, CKPT_LIBARCHIVE_SONAME, 0, "");
+        snprintf(line, sizeof line, LA_MISSING, CKPT_LIBARCHIVE_SONAME, room > 0 ? room : 0, why);
+        set_error(r, CKPT_E_UNSUPPORTED, line);
+        return 0;
+    }
+    rc = scan_archive_with(&la, r, src, o, flags, depth);
+    la_unload(&la);
+    return rc;
 }
 #else
 static int scan_archive(ckpt_scan_report *r, const scan_src *src, const ckpt_options *o,
