@@ -18,3 +18,13 @@ if(EXISTS /usr/bin/python3)
            ${CMAKE_CURRENT_SOURCE_DIR}/perf/discard_test.py $<TARGET_FILE:ckpt>)
   set_tests_properties(perf.discard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+
+# The same given-back pages through the library: a hand-built 4 MiB data.pkl
+# opened by path, mapped and from memory.
+add_executable(test_perf_discard_open ${CMAKE_CURRENT_SOURCE_DIR}/perf/test_discard_open.c)
+target_link_libraries(test_perf_discard_open PRIVATE ckpt_internal)
+target_include_directories(test_perf_discard_open PRIVATE ${PROJECT_SOURCE_DIR}/src
+                           ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(test_perf_discard_open PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
+add_test(NAME perf.discard_open COMMAND test_perf_discard_open)
+set_tests_properties(perf.discard_open PROPERTIES TIMEOUT 120)
