@@ -131,13 +131,10 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     const char *pre = ud;
     const ck_zip_entry *z = NULL;
     size_t num;
-    bool by_number = false;
     /* torch's keys: "data/" + a number record() would find by that number */
     if (strcmp(pre, "data/") == 0 && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
-        ZI(f)->zip_data_num[num]) {
+        ZI(f)->zip_data_num[num])
         z = &ZI(f)->zip.e[ZI(f)->zip_data_num[num] - 1];
-        by_number = true;
-    }
     if (!z) {
         char name[96];
         size_t n, pn = strlen(pre);
@@ -163,10 +160,10 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
         *idx = ZI(f)->zip_storage[zi] - 1;
         return 0;
     }
-    /* a record found by number is named ".../data/<key>": the storage's key
-     * is the tail of its name (8 bytes a storage less than a copy) */
+    /* the record is named ".../data/<key>": the storage's key is the tail
+     * of its name (8 bytes a storage less than a copy), unless it was cut */
     size_t zn = ck_zip_name_len(&ZI(f)->zip, z);
-    const char *tail = by_number && zn >= klen ? z->name + zn - klen : NULL;
+    const char *tail = zn >= klen ? z->name + zn - klen : NULL;
     if (tail && memcmp(tail, key, klen) != 0) tail = NULL;
     CK_TRY(ck_storage_add(f, tail ? tail : key, klen, !tail, idx, err));
     if (*idx >= UINT32_MAX) /* one storage a record: below max_entries */

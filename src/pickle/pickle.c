@@ -1227,7 +1227,8 @@ static int run(machine *m, ckpt_value **result)
         if (m->p >= m->drop_at) {
             ck_pages_discard(m->kept, (size_t)(m->p - m->kept));
             m->kept = m->p;
-            m->drop_at = (size_t)(m->end - m->p) > CK_DISCARD_STEP ? m->p + CK_DISCARD_STEP : m->end;
+            m->drop_at =
+                (size_t)(m->end - m->p) > CK_DISCARD_STEP ? m->p + CK_DISCARD_STEP : m->end;
         }
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;

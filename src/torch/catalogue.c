@@ -31,7 +31,7 @@ const char *ckpt_format_name(ckpt_format fmt)
 
 /* one of each a storage and a rebuilt tensor: keep them small */
 _Static_assert(sizeof(ck_storage) <= 72, "ck_storage grew");
-_Static_assert(sizeof(ck_tdef) <= 88, "ck_tdef grew");
+_Static_assert(sizeof(ck_tdef) <= 72, "ck_tdef grew");
 
 /* ---- the name index (ckpt_find) ----------------------------------------- */
 
@@ -465,7 +465,8 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
     size_t es = ck_dtype_size(t->dtype);
     ck_kind_describe(t, o);
-    if (t->storage == CK_NO_STORAGE || ck_tdef_unreadable(t)) { /* listed with what is known, no bytes */
+    /* listed with what is known, no bytes */
+    if (t->storage == CK_NO_STORAGE || ck_tdef_unreadable(t)) {
         o->dtype = t->dtype;
         o->ndim = t->ndim;
         o->shape = t->shape;

@@ -435,7 +435,10 @@ static int legacy_bytes(ckpt_file *f, const ckpt_value *b, ckpt_dtype *dt, const
     ckpt_value *v[5];
     int r = 0;
     for (int i = 0; i < 5 && r == 0; i++) {
-        ck_pickle_in in = {.buf = p + pos, .len = n - pos, .base = -1, .label = "torch.storage._load_from_bytes"};
+        ck_pickle_in in = {.buf = p + pos,
+                           .len = n - pos,
+                           .base = -1,
+                           .label = "torch.storage._load_from_bytes"};
         size_t used = 0;
         ckpt_error e;
         r = ck_pickle_run(&u, &in, &v[i], &used, &e) == 0 ? 0 : -1;
