@@ -283,7 +283,7 @@ int ck_multi_add_chunked(ckpt_file *f, ck_multi *m, const char *name, ckpt_dtype
     CK_TRY(ck_format_tensor(f, si, dtype, ndim, shape, -1, &v, err));
     ck_storage *s = &f->storages[si];
     s->pub.dtype = dtype;
-    s->pub.nbytes = ck_tdef_of(v)->numel * ck_dtype_size(dtype);
+    s->pub.nbytes = ck_tdef_numel(ck_tdef_of(v)) * ck_dtype_size(dtype);
     s->resolved = true;
     ck_link *l = &m->links[si];
     l->part = nchunks ? chunks[0].part : 0;

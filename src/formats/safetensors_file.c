@@ -149,12 +149,12 @@ static int st_entry(ckpt_file *f, const char *name, json_t *e, uint64_t data_sta
     s->resolved = true;
     ckpt_value *tv;
     CK_TRY(ck_format_tensor(f, si, dt, (uint32_t)nd, shape, (int64_t)(data_start + b), &tv, err));
-    if (ck_tdef_of(tv)->numel * ck_dtype_size(dt) != en - b)
+    if (ck_tdef_numel(ck_tdef_of(tv)) * ck_dtype_size(dt) != en - b)
         return ck_fail(
             err, CKPT_E_FORMAT, (int64_t)(data_start + b),
             "safetensors tensor '%.60s': %llu bytes at data_offsets, its shape needs %llu", name,
             (unsigned long long)(en - b),
-            (unsigned long long)(ck_tdef_of(tv)->numel * ck_dtype_size(dt)));
+            (unsigned long long)(ck_tdef_numel(ck_tdef_of(tv)) * ck_dtype_size(dt)));
     ckpt_value *k = ck_new_str(&f->pk, CKPT_V_STR, name, strlen(name));
     if (!k || ck_seq_push(&f->pk, root, k) || ck_seq_push(&f->pk, root, tv))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");

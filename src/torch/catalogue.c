@@ -31,7 +31,7 @@ const char *ckpt_format_name(ckpt_format fmt)
 
 /* one of each a storage and a rebuilt tensor: keep them small */
 _Static_assert(sizeof(ck_storage) <= 72, "ck_storage grew");
-_Static_assert(sizeof(ck_tdef) <= 72, "ck_tdef grew");
+_Static_assert(sizeof(ck_tdef) <= 56, "ck_tdef grew");
 
 /* ---- the name index (ckpt_find) ----------------------------------------- */
 
@@ -420,11 +420,12 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
 static int check_extent(walker *w, const ck_tdef *t, const char *name)
 {
     ckpt_file *f = w->f;
-    if (t->storage == CK_NO_STORAGE || t->numel == 0) return 0;
-    const ck_storage *s = &f->storages[t->storage];
+    uint64_t numel = ck_tdef_numel(t);
+    if (t->sidx == CK_TDEF_NO_STORAGE || numel == 0) return 0;
+    const ck_storage *s = &f->storages[t->sidx];
     size_t es = ck_dtype_size(t->dtype);
     if (t->kind && t->kind->sub_byte) { /* packed: ceil(numel / k) bytes from the offset */
-        uint64_t end = (uint64_t)t->offset + (t->numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
+        uint64_t end = (uint64_t)t->offset + (numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
         if (end > s->pub.nbytes)
             return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                            "tensor '%s' reaches byte %llu of storage '%s', which holds %llu bytes",
@@ -464,40 +465,41 @@ static int is_contiguous(const ck_tdef *t)
 static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
     size_t es = ck_dtype_size(t->dtype);
+    uint64_t numel = ck_tdef_numel(t);
     ck_kind_describe(t, o);
     /* listed with what is known, no bytes */
-    if (t->storage == CK_NO_STORAGE || ck_tdef_unreadable(t)) {
+    if (t->sidx == CK_TDEF_NO_STORAGE || ck_tdef_unreadable(t)) {
         o->dtype = t->dtype;
         o->ndim = t->ndim;
         o->shape = t->shape;
         o->stride = t->stride;
         o->storage = CK_NO_STORAGE;
         o->storage_offset = t->offset;
-        o->numel = t->numel;
+        o->numel = numel;
         o->requires_grad = t->requires_grad;
         o->file_offset = -1;
         if (t->kind && t->kind->bytes) { /* held in the pickle (numpy) */
-            o->nbytes = t->numel * es;
+            o->nbytes = numel * es;
             o->contiguous = is_contiguous(t);
         }
         return;
     }
-    const ck_storage *s = &f->storages[t->storage];
+    const ck_storage *s = &f->storages[t->sidx];
     o->dtype = t->dtype;
     o->ndim = t->ndim;
     o->shape = t->shape;
     o->stride = t->stride;
     o->storage_offset = t->offset;
-    o->storage = t->storage;
-    o->numel = t->numel;
-    o->nbytes = t->numel * es;
+    o->storage = t->sidx;
+    o->numel = numel;
+    o->nbytes = numel * es;
     o->requires_grad = t->requires_grad;
     o->conj = t->conj;
     o->neg = t->neg;
     /* check_extent() bounded offset * es for a non-empty tensor; an empty
      * one may carry any offset, so it points at its storage's start */
     o->file_offset = s->pub.file_offset < 0 || t->conj || t->neg ? -1
-                     : t->numel ? s->pub.file_offset + t->offset * (int64_t)es
+                     : numel ? s->pub.file_offset + t->offset * (int64_t)es
                                 : s->pub.file_offset;
     uint64_t expect = 1;
     o->contiguous = 1;
@@ -507,7 +509,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
             break; /* numel 0 only */
     }
     if (t->kind && t->kind->sub_byte) { /* packed bytes, as torch's int_repr() gives them */
-        o->nbytes = (t->numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
+        o->nbytes = (numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
         o->contiguous = 1;
     }
 }
@@ -606,6 +608,8 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err)
 {
+    if (ndim > 64) /* the callers check max_rank (at most 64); ck_tdef keeps 8 bits */
+        return ck_fail(err, CKPT_E_LIMIT, pos, "tensor has %u dimensions (at most 64)", ndim);
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++)
         if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel))
@@ -620,13 +624,12 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
     CK_TRY(ck_add_tdef(f, t, err));
-    t->storage = storage;
+    ck_tdef_set_storage(t, storage);
     t->dtype = dtype;
-    t->ndim = ndim;
+    t->ndim = (uint8_t)ndim;
     t->shape = (int64_t *)shape;
     t->stride = (int64_t *)stride;
     t->offset = offset;
-    t->numel = numel;
     t->offset_pos = pos;
     *out = t;
     return 0;
@@ -832,7 +835,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
         ck_tdef *t = f->tdefs[i];
-        if (t->listed || t->storage == CK_NO_STORAGE) continue;
+        if (t->listed || t->sidx == CK_TDEF_NO_STORAGE) continue;
         ckpt_error scratch;
         w.err = &scratch;
         if (check_extent(&w, t, "") != 0) continue;

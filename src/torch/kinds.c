@@ -132,9 +132,9 @@ int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype 
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     const char *w = ck_strndup(&f->arena, why, strlen(why));
     if (!t || !w) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    t->storage = CK_NO_STORAGE;
+    t->sidx = CK_TDEF_NO_STORAGE;
     t->dtype = dtype;
-    t->ndim = ndim;
+    t->ndim = (uint8_t)ndim; /* ints(): at most 64 */
     if (ndim) {
         t->shape = ck_alloc_copy(&f->arena, shape, ndim * sizeof *shape);
         t->stride = ck_alloc(&f->arena, ndim * sizeof *t->stride);
@@ -145,10 +145,6 @@ int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype 
             if (shape[i] > 0 && s <= INT64_MAX / shape[i]) s *= shape[i];
         }
     }
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < ndim; i++)
-        if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) numel = UINT64_MAX;
-    t->numel = numel;
     t->offset_pos = ck_machine_pos(m);
     ck_tkind *k = ck_tdef_kind(f, t);
     if (!k) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
@@ -270,18 +266,14 @@ static int rebuild_sparse(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_va
     ck_tdef *vals = k->parts[np - 1];
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     if (!t) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    t->storage = CK_NO_STORAGE;
+    t->sidx = CK_TDEF_NO_STORAGE;
     t->dtype = vals->dtype;
-    t->ndim = k->dense_ndim;
+    t->ndim = (uint8_t)k->dense_ndim; /* ints(): at most 64 */
     t->shape = k->dense_size;
     t->stride = NULL;
     t->offset_pos = ck_machine_pos(m);
     t->kind = k;
     k->unreadable = "sparse tensor: read its components";
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < t->ndim; i++)
-        if (ck_mul_ovf(numel, (uint64_t)t->shape[i], &numel)) numel = UINT64_MAX;
-    t->numel = numel;
     if (t->ndim) {
         t->stride = ck_alloc(&f->arena, t->ndim * sizeof *t->stride);
         if (!t->stride) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
@@ -394,12 +386,11 @@ int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *
         stride[i] = s;
         if (shape[i] > 1) s *= shape[i]; /* bounded: numel * es fits the bytes */
     }
-    t->storage = CK_NO_STORAGE;
+    t->sidx = CK_TDEF_NO_STORAGE;
     t->dtype = dt;
-    t->ndim = nd;
+    t->ndim = (uint8_t)nd; /* ints(): at most 64 */
     t->shape = shape;
     t->stride = stride;
-    t->numel = numel;
     t->offset_pos = -1;
     t->kind = k;
     k->bytes = (const uint8_t *)a[4]->u.s.p;
@@ -522,13 +513,12 @@ int ck_kind_from_bytes(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_v
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     ck_tkind *k = ck_alloc(&f->arena, sizeof *k);
     if (!t || !k) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    t->storage = CK_NO_STORAGE;
+    t->sidx = CK_TDEF_NO_STORAGE;
     t->dtype = dt;
-    t->ndim = nd;
+    t->ndim = (uint8_t)nd; /* ints(): at most 64 */
     t->shape = shape;
     t->stride = stride;
     t->offset = offset;
-    t->numel = numel;
     t->offset_pos = ck_machine_pos(m);
     t->kind = k;
     k->bytes = data;

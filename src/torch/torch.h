@@ -57,25 +57,53 @@ bool ck_dtype_negatable(ckpt_dtype d);
 /* Apply a conj and/or neg bit to n bytes of whole native-order elements. */
 void ck_dtype_resolve(ckpt_dtype d, bool conj, bool neg, uint8_t *p, size_t n);
 
-/* A tensor as the pickle (or a TAR record) rebuilt it, before naming. */
+/* A tensor as the pickle (or a TAR record) rebuilt it, before naming: 56
+ * bytes (a 1M-tensor state dict holds a million).  Its element count is the
+ * product of its shape (ck_tdef_numel()); its storage index is 32 bits
+ * (ck_storage_new() keeps indices below INT32_MAX; ck_tdef_storage()). */
 typedef struct ck_tdef {
-    size_t storage;
-    ckpt_dtype dtype;
-    uint32_t ndim;
     int64_t *shape, *stride;
     int64_t offset;
-    uint64_t numel;
-    bool requires_grad;
-    bool conj, neg;         /* torch 2.x metadata {"conj": True} / {"neg": True} */
-    uint32_t listed;        /* index+1 of the first listed ckpt_tensor, 0 none
-                            (fewer than max_entries are listed) */
     int64_t offset_pos;     /* file offset of the REDUCE, for errors */
     struct ck_tkind *kind;  /* quantized, sparse, numpy, unreadable, or not
                                listed: the rest (ck_tdef_kind()); or NULL */
+    uint32_t sidx;          /* storage index, CK_TDEF_NO_STORAGE for none */
+    uint32_t listed;        /* index+1 of the first listed ckpt_tensor, 0 none
+                            (fewer than max_entries are listed) */
+    ckpt_dtype dtype;
+    uint8_t ndim;           /* at most 64 (options.max_rank is clamped) */
+    bool requires_grad;
+    bool conj, neg;         /* torch 2.x metadata {"conj": True} / {"neg": True} */
 } ck_tdef;
+
+#define CK_TDEF_NO_STORAGE UINT32_MAX
 
 /* No storage (an unreadable tensor). */
 #define CK_NO_STORAGE ((size_t)-1)
+
+/* t's storage index, CK_NO_STORAGE for none. */
+static inline size_t ck_tdef_storage(const ck_tdef *t)
+{
+    return t->sidx == CK_TDEF_NO_STORAGE ? CK_NO_STORAGE : (size_t)t->sidx;
+}
+/* Set it: i below INT32_MAX (ck_storage_new()), or CK_NO_STORAGE. */
+static inline void ck_tdef_set_storage(ck_tdef *t, size_t i)
+{
+    t->sidx = i >= CK_TDEF_NO_STORAGE ? CK_TDEF_NO_STORAGE : (uint32_t)i;
+}
+/* The product of t's shape (0 when a dimension is); UINT64_MAX when it
+ * overflows (only an unreadable tensor's can: ck_tensor_new() refuses the
+ * rest). */
+static inline uint64_t ck_tdef_numel(const ck_tdef *t)
+{
+    uint64_t n = 1;
+    bool over = false;
+    for (uint32_t i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return 0;
+        if (!over && ck_mul_ovf(n, (uint64_t)t->shape[i], &n)) over = true;
+    }
+    return over ? UINT64_MAX : n;
+}
 
 /* What a tensor kind adds to a rebuilt tensor (kinds.c). */
 typedef struct ck_tkind {
