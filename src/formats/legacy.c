@@ -99,7 +99,6 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
                            "legacy storage '%s' (%llu bytes) runs past the end of the file",
                            s->pub.key, (unsigned long long)s->pub.nbytes);
         }
-        s->data_off = off;
         s->pub.file_offset = (int64_t)off;
         s->resolved = true;
         off += s->pub.nbytes;
@@ -122,8 +121,7 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
         ck_storage *s = &f->storages[i];
         if (s->root < 0) continue;
         const ck_storage *r = &f->storages[s->root];
-        s->data_off = r->data_off + s->view_off;
-        s->pub.file_offset = (int64_t)s->data_off;
+        s->pub.file_offset = r->pub.file_offset + (int64_t)s->view_off;
         s->resolved = true;
     }
     return 0;

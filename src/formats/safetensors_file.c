@@ -144,7 +144,6 @@ static int st_entry(ckpt_file *f, const char *name, json_t *e, uint64_t data_sta
     ck_storage *s = &f->storages[si];
     s->pub.dtype = dt;
     s->pub.nbytes = en - b;
-    s->data_off = data_start + b;
     s->pub.file_offset = (int64_t)(data_start + b);
     s->resolved = true;
     ckpt_value *tv;

@@ -270,7 +270,6 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
         s->pub.dtype = dt;
         s->pub.nbytes = nbytes;
         s->declared = count;
-        s->data_off = off;
         s->pub.file_offset = (int64_t)off;
         s->resolved = true;
         off += nbytes;
@@ -308,8 +307,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
         s->view_off = (uint64_t)o * es;
         s->pub.nbytes = (uint64_t)cnt * es;
         s->declared = (uint64_t)cnt;
-        s->data_off = r->data_off + s->view_off;
-        s->pub.file_offset = (int64_t)s->data_off;
+        s->pub.file_offset = r->pub.file_offset + (int64_t)s->view_off;
         s->resolved = true;
     }
     return 0;

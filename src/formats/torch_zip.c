@@ -121,7 +121,7 @@ static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t of
                             size_t n, ckpt_error *err)
 {
     if (s->packed) return ck_zip_read(&ZI(f)->zip, &ZI(f)->zip.e[s->rec], off, buf, n, err);
-    return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
+    return ck_read(&f->src, ck_storage_data_off(s) + off, buf, n, "storage data", err);
 }
 
 /* A storage is its record: index by record, no key map. */
@@ -174,7 +174,6 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
                        "record '%s' holds %llu bytes but its storage needs %llu", z->name,
                        (unsigned long long)z->size, (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
-    s->data_off = z->data_off;
     s->packed = ck_zip_method(z) != 0;
     s->rec = zi;
     s->pub.file_offset = ck_zip_method(z) == 0 ? (int64_t)z->data_off : -1;
@@ -510,10 +509,9 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     CK_TRY(ck_storage_new(f, pkey, pn > 0 ? (size_t)pn : 0, idx, err));
     w->storage[zi] = *idx + 1;
     ck_storage *s = &f->storages[*idx];
-    s->data_off = w->base + z->data_off;
     s->packed = false;
     s->rec = zi * PT2_NSUB + (size_t)(w - ZI(f)->sub); /* record and which nested archive */
-    s->pub.file_offset = (int64_t)s->data_off;
+    s->pub.file_offset = (int64_t)(w->base + z->data_off);
     s->resolved = true;
     return 0;
 }

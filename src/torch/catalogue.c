@@ -30,7 +30,7 @@ const char *ckpt_format_name(ckpt_format fmt)
 }
 
 /* one of each a storage and a rebuilt tensor: keep them small */
-_Static_assert(sizeof(ck_storage) <= 72, "ck_storage grew");
+_Static_assert(sizeof(ck_storage) <= 64, "ck_storage grew");
 _Static_assert(sizeof(ck_tdef) <= 56, "ck_tdef grew");
 
 /* ---- the name index (ckpt_find) ----------------------------------------- */
@@ -1113,7 +1113,7 @@ static int gather(const ckpt_file *f, const ckpt_tensor *t, uint64_t e0, uint64_
     }
     bool stored = !rs->packed;
     if (f->src.map && stored) {
-        base = f->src.map + rs->data_off + roff + span_lo * es;
+        base = f->src.map + ck_storage_data_off(rs) + roff + span_lo * es;
     } else if (span <= (e1 - e0) * es * 4 + ((uint64_t)1 << 20) || !stored) {
         if (span > SIZE_MAX || !(tmp = malloc((size_t)span)))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory reading a strided tensor");

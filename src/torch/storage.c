@@ -221,5 +221,5 @@ int ck_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void 
     if (off > s->pub.nbytes || n > s->pub.nbytes - off)
         return ck_fail(err, CKPT_E_FORMAT, -1, "read outside storage '%s'", s->pub.key);
     if (f->storage_read) return f->storage_read(f, s, off, buf, n, err);
-    return ck_read(&f->src, s->data_off + off, buf, n, "storage data", err);
+    return ck_read(&f->src, ck_storage_data_off(s) + off, buf, n, "storage data", err);
 }

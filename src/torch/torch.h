@@ -140,11 +140,11 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
     return (ck_tdef *)v->u.ext;
 }
 
-/* A storage as the container knows it: 72 bytes. */
+/* A storage as the container knows it: 64 bytes.  Where the bytes of one
+ * not packed start in the file is pub.file_offset (ck_storage_data_off()). */
 typedef struct ck_storage {
     ckpt_storage pub;  /* pub.key: the arena copy of the key, or the tail of
                           its ZIP record's name (ck_storage_add()) */
-    uint64_t data_off; /* where bytes start in the file (when not packed) */
     union {               /* a view (root >= 0) has no record of its own, and
                              only legacy/tar storages are views */
         size_t rec;       /* root >= 0 never: the container's record of it
@@ -159,6 +159,13 @@ typedef struct ck_storage {
     bool resolved;     /* data_off/pub.nbytes known */
     bool untyped;      /* UntypedStorage (dtype from the tensor) */
 } ck_storage;
+
+/* Where a storage's bytes start in the file: not packed, resolved, and not
+ * a part of a sharded set (whose bytes are in another file). */
+static inline uint64_t ck_storage_data_off(const ck_storage *s)
+{
+    return (uint64_t)s->pub.file_offset;
+}
 
 /* ---- the open file ----------------------------------------------------- */
 
