@@ -63,7 +63,7 @@ static bool data_number(const char *s, size_t n, size_t limit, size_t *num)
 /* Index the records under the root folder by their name below it. */
 static int index_records(ckpt_file *f, ckpt_error *err)
 {
-    const char *first = ZI(f)->zip.e[0].name;
+    const char *first = ck_zip_name(&ZI(f)->zip, &ZI(f)->zip.e[0]);
     const char *slash = memchr(first, '/', ck_zip_name_len(&ZI(f)->zip, &ZI(f)->zip.e[0]));
     if (!slash)
         return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[0]),
@@ -79,7 +79,7 @@ static int index_records(ckpt_file *f, ckpt_error *err)
         size_t rest;
         const ck_zip_entry *z = &ZI(f)->zip.e[i];
         size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
-        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
+        const char *r = strip_root(ck_zip_name(&ZI(f)->zip, z), nlen, f->root_name, rn, &rest);
         if (!r) continue;
         size_t num;
         if (data_number(r, rest, ZI(f)->nzip_data_num,
@@ -87,7 +87,8 @@ static int index_records(ckpt_file *f, ckpt_error *err)
             if (ZI(f)->zip_data_num[num] && f->opt.scan_all_pickles) continue; /* torch's */
             if (ZI(f)->zip_data_num[num])
                 return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
-                               "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
+                               "ZIP record '%s' appears twice",
+                               ck_zip_name(&ZI(f)->zip, &ZI(f)->zip.e[i]));
             ZI(f)->zip_data_num[num] = (uint32_t)(i + 1); /* n <= max_entries, 32 bits */
             continue;
         }
@@ -95,7 +96,8 @@ static int index_records(ckpt_file *f, ckpt_error *err)
             continue; /* the first one is what torch reads; a scan reads them all */
         if (ck_map_get(&ZI(f)->names, r, rest, NULL))
             return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, &ZI(f)->zip.e[i]),
-                           "ZIP record '%s' appears twice", ZI(f)->zip.e[i].name);
+                           "ZIP record '%s' appears twice",
+                           ck_zip_name(&ZI(f)->zip, &ZI(f)->zip.e[i]));
         if (ck_map_put(&ZI(f)->names, r, rest, i))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
@@ -163,7 +165,7 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     /* the record is named ".../data/<key>": the storage's key is the tail
      * of its name (8 bytes a storage less than a copy), unless it was cut */
     size_t zn = ck_zip_name_len(&ZI(f)->zip, z);
-    const char *tail = zn >= klen ? z->name + zn - klen : NULL;
+    const char *tail = zn >= klen ? ck_zip_name(&ZI(f)->zip, z) + zn - klen : NULL;
     if (tail && memcmp(tail, key, klen) != 0) tail = NULL;
     CK_TRY(ck_storage_add(f, tail ? tail : key, klen, !tail, idx, err));
     if (*idx >= UINT32_MAX) /* one storage a record: below max_entries */
@@ -171,12 +173,13 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     ZI(f)->zip_storage[zi] = (uint32_t)(*idx + 1);
     if (z->size < nbytes)
         return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
-                       "record '%s' holds %llu bytes but its storage needs %llu", z->name,
-                       (unsigned long long)z->size, (unsigned long long)nbytes);
+                       "record '%s' holds %llu bytes but its storage needs %llu",
+                       ck_zip_name(&ZI(f)->zip, z), (unsigned long long)z->size,
+                       (unsigned long long)nbytes);
     ck_storage *s = &f->storages[*idx];
     s->packed = ck_zip_method(z) != 0;
     s->rec = zi;
-    s->pub.file_offset = ck_zip_method(z) == 0 ? (int64_t)z->data_off : -1;
+    s->pub.file_offset = ck_zip_method(z) == 0 ? (int64_t)ck_zip_data_off(z) : -1;
     s->resolved = true;
     return 0;
 }
@@ -192,12 +195,13 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 {
     buf[0] = 0;
     if (z->size >= cap)
-        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
-                       "record '%s' is too long", z->name);
+        return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z), "record '%s' is too long",
+                       ck_zip_name(&ZI(f)->zip, z));
     if (ck_zip_method(z) == 8)
         CK_TRY(ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err));
     else
-        CK_TRY(ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err));
+        CK_TRY(ck_read(&f->src, ck_zip_data_off(z), buf, (size_t)z->size,
+                       ck_zip_name(&ZI(f)->zip, z), err));
     buf[z->size] = 0;
     return 0;
 }
@@ -225,8 +229,8 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
     uint8_t *buf = NULL;
     ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
     if (ck_zip_method(z) == 0 && f->src.map) {
-        in.buf = f->src.map + base + z->data_off;
-        in.base = (int64_t)(base + z->data_off);
+        in.buf = f->src.map + base + ck_zip_data_off(z);
+        in.base = (int64_t)(base + ck_zip_data_off(z));
     } else {
         if (ck_mem_charge(&f->arena, z->size))
             return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(zz, z), "out of memory");
@@ -236,7 +240,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         }
         int r = ck_zip_method(z) == 0
-                    ? ck_read(&f->src, base + z->data_off, buf, (size_t)z->size, label, err)
+                    ? ck_read(&f->src, base + ck_zip_data_off(z), buf, (size_t)z->size, label, err)
                     : ck_zip_read(zz, z, 0, buf, (size_t)z->size, err);
         if (r) {
             free(buf);
@@ -244,7 +248,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
             return -1;
         }
         in.buf = buf;
-        if (ck_zip_method(z) == 0) in.base = (int64_t)(base + z->data_off);
+        if (ck_zip_method(z) == 0) in.base = (int64_t)(base + ck_zip_data_off(z));
     }
     /* a scan reads the bytes after STOP too */
     in.discard = !f->opt.scan_all_pickles && (buf || f->src.mapped);
@@ -287,7 +291,8 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
     const ck_zip_entry *z = &ZI(f)->zip.e[i];
     size_t rest, num, k;
     size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
-    const char *r = strip_root(z->name, nlen, f->root_name, strlen(f->root_name), &rest);
+    const char *r =
+        strip_root(ck_zip_name(&ZI(f)->zip, z), nlen, f->root_name, strlen(f->root_name), &rest);
     *yes = 0;
     if (r) {
         if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) {
@@ -300,7 +305,7 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
             return 0;
         }
     }
-    if (nlen >= 4 && memcmp(z->name + nlen - 4, ".pkl", 4) == 0) {
+    if (nlen >= 4 && memcmp(ck_zip_name(&ZI(f)->zip, z) + nlen - 4, ".pkl", 4) == 0) {
         *yes = 1;
         return 0;
     }
@@ -311,7 +316,7 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
     size_t hn = z->size < sizeof head ? (size_t)z->size : sizeof head;
     if (ck_zip_method(z) == 8) {
         if (ck_zip_read(&ZI(f)->zip, z, 0, head, hn, err)) return -1;
-    } else if (ck_read(&f->src, z->data_off, head, hn, z->name, err)) {
+    } else if (ck_read(&f->src, ck_zip_data_off(z), head, hn, ck_zip_name(&ZI(f)->zip, z), err)) {
         return -1;
     }
     *yes = (head[0] == 0x80 && head[1] <= 5) || starts_with_global(head, hn);
@@ -333,12 +338,12 @@ static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size
         if (skip) continue;
         memset(&e, 0, sizeof e);
         if (is_extra_pickle(f, i, &yes, &e) != 0) {
-            if (ck_note(&f->pk, "%.100s: not scanned: %s", z->name, e.message))
+            if (ck_note(&f->pk, "%.100s: not scanned: %s", ck_zip_name(&ZI(f)->zip, z), e.message))
                 return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             continue;
         }
         if (!yes) continue;
-        snprintf(label, sizeof label, "%.120s (record %zu)", z->name, i + 1);
+        snprintf(label, sizeof label, "%.120s (record %zu)", ck_zip_name(&ZI(f)->zip, z), i + 1);
         char *kept = ck_strndup(&f->arena, label, strlen(label));
         if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         if (run_record(f, z, kept, zip_pid, (void *)"data/", &v, &e) != 0 &&
@@ -356,15 +361,16 @@ static int whole_record(ckpt_file *f, const ck_zip_entry *z, char **text, size_t
 {
     if (z->size > f->opt.max_pickle_bytes)
         return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(&ZI(f)->zip, z),
-                       "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)", z->name,
-                       (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
+                       "record '%s' is %llu bytes (limit %llu; max_pickle_bytes)",
+                       ck_zip_name(&ZI(f)->zip, z), (unsigned long long)z->size,
+                       (unsigned long long)f->opt.max_pickle_bytes);
     if (ck_mem_charge(&f->arena, z->size))
         return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(&ZI(f)->zip, z), "out of memory");
     char *buf = malloc(z->size ? (size_t)z->size : 1);
-    int r = !buf             ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
-            : ck_zip_method(z) == 0
-                ? ck_read(&f->src, z->data_off, buf, (size_t)z->size, z->name, err)
-                : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
+    int r = !buf                    ? ck_fail(err, CKPT_E_NOMEM, -1, "out of memory")
+            : ck_zip_method(z) == 0 ? ck_read(&f->src, ck_zip_data_off(z), buf, (size_t)z->size,
+                                              ck_zip_name(&ZI(f)->zip, z), err)
+                                    : ck_zip_read(&ZI(f)->zip, z, 0, buf, (size_t)z->size, err);
     if (r) {
         free(buf);
         ck_mem_release(&f->arena, z->size);
@@ -399,7 +405,7 @@ static int extra_files(ckpt_file *f, ckpt_error *err)
         const ck_zip_entry *z = &ZI(f)->zip.e[i];
         size_t rest;
         size_t nlen = ck_zip_name_len(&ZI(f)->zip, z);
-        const char *r = strip_root(z->name, nlen, f->root_name, rn, &rest);
+        const char *r = strip_root(ck_zip_name(&ZI(f)->zip, z), nlen, f->root_name, rn, &rest);
         if (!r || rest <= 6 || memcmp(r, "extra/", 6) != 0) continue;
         if (!f->extra && !(f->extra = ck_new(&f->pk, CKPT_V_DICT)))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -466,7 +472,7 @@ static const ck_zip_entry *top_record(const ckpt_file *f, const char *name)
     size_t n = strlen(name);
     for (size_t i = 0; i < ZI(f)->zip.n; i++)
         if (ck_zip_name_len(&ZI(f)->zip, &ZI(f)->zip.e[i]) == n &&
-            memcmp(ZI(f)->zip.e[i].name, name, n) == 0)
+            memcmp(ck_zip_name(&ZI(f)->zip, &ZI(f)->zip.e[i]), name, n) == 0)
             return &ZI(f)->zip.e[i];
     return NULL;
 }
@@ -495,11 +501,12 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     if (ck_zip_method(z) != 0)
         return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&w->zip, z),
                        "%s: storage record '%s' is compressed, which ckpt does not read in place",
-                       w->label, z->name);
+                       w->label, ck_zip_name(&w->zip, z));
     if (z->size < nbytes)
         return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&w->zip, z),
                        "%s: record '%s' holds %llu bytes but its storage needs %llu", w->label,
-                       z->name, (unsigned long long)z->size, (unsigned long long)nbytes);
+                       ck_zip_name(&w->zip, z), (unsigned long long)z->size,
+                       (unsigned long long)nbytes);
     /* the constants' storage keys are told apart from the state dict's */
     char pkey[112];
     int pn = w == ZI(f)->sub
@@ -511,7 +518,7 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     ck_storage *s = &f->storages[*idx];
     s->packed = false;
     s->rec = zi * PT2_NSUB + (size_t)(w - ZI(f)->sub); /* record and which nested archive */
-    s->pub.file_offset = (int64_t)(w->base + z->data_off);
+    s->pub.file_offset = (int64_t)(w->base + ck_zip_data_off(z));
     s->resolved = true;
     return 0;
 }
@@ -528,22 +535,23 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
 {
     if (ck_zip_method(z) != 0)
         return ck_fail(err, CKPT_E_UNSUPPORTED, ck_zip_cd_pos(&ZI(f)->zip, z),
-                       "record '%s' is compressed, which ckpt does not read in place", z->name);
+                       "record '%s' is compressed, which ckpt does not read in place",
+                       ck_zip_name(&ZI(f)->zip, z));
     w->parent = &f->src;
-    w->base = z->data_off;
-    w->label = z->name;
+    w->base = ck_zip_data_off(z);
+    w->label = ck_zip_name(&ZI(f)->zip, z);
     w->src.read = window_read;
     w->src.opaque = w;
     w->src.size = z->size;
     w->src.fd = -1;
-    if (f->src.map) w->src.map = f->src.map + z->data_off;
+    if (f->src.map) w->src.map = f->src.map + ck_zip_data_off(z);
     w->zip.src = &w->src;
     w->zip.arena = &f->arena;
     w->zip.max_entries = f->opt.max_entries;
     ckpt_error e;
     if (ck_zip_index(&w->zip, &e) != 0)
         return ck_fail(err, e.code, e.offset >= 0 ? (int64_t)w->base + e.offset : -1, "%s: %s",
-                       z->name, e.message);
+                       ck_zip_name(&ZI(f)->zip, z), e.message);
     if (!(w->storage = calloc(w->zip.n ? w->zip.n : 1, sizeof *w->storage)))
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     const ck_zip_entry *pkl = NULL;
@@ -552,9 +560,9 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
     for (size_t i = 0; i < w->zip.n; i++) {
         const ck_zip_entry *r = &w->zip.e[i];
         size_t nlen = ck_zip_name_len(&w->zip, r);
-        const char *slash = memchr(r->name, '/', nlen);
+        const char *slash = memchr(ck_zip_name(&w->zip, r), '/', nlen);
         if (!slash) continue;
-        size_t rest = nlen - (size_t)(slash + 1 - r->name);
+        size_t rest = nlen - (size_t)(slash + 1 - ck_zip_name(&w->zip, r));
         if (ck_map_get(&w->names, slash + 1, rest, NULL)) continue; /* the first one */
         if (ck_map_put(&w->names, slash + 1, rest, i))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -562,9 +570,9 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
     }
     if (!pkl)
         return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z), "%s has no data.pkl",
-                       z->name);
+                       ck_zip_name(&ZI(f)->zip, z));
     char label[80];
-    snprintf(label, sizeof label, "%.60s/data.pkl", z->name);
+    snprintf(label, sizeof label, "%.60s/data.pkl", ck_zip_name(&ZI(f)->zip, z));
     char *kept = ck_strndup(&f->arena, label, strlen(label));
     if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     return run_record_in(f, &w->zip, w->base, pkl, kept, pt2_pid, w, out, err);
@@ -652,8 +660,9 @@ static void zip_blame(ckpt_file *f, ckpt_error *err)
         ckpt_error e2;
         if (ck_zip_crc(&ZI(f)->zip, z, &crc, &e2) != 0) continue;
         if (crc != z->crc) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
-                    "crc mismatch in %s (recorded %08x, computed %08x)", z->name, z->crc, crc);
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(z),
+                    "crc mismatch in %s (recorded %08x, computed %08x)",
+                    ck_zip_name(&ZI(f)->zip, z), z->crc, crc);
             return;
         }
     }
@@ -697,7 +706,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
         else if (n == 6 && memcmp(buf, "little", 6) == 0)
             f->byteorder = CKPT_LITTLE;
         else
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)bo->data_off,
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(bo),
                            "byteorder record says '%.*s'", (int)(n > 20 ? 20 : n), buf);
     }
     if (f->format == CKPT_FORMAT_TORCHSCRIPT) {
@@ -748,20 +757,20 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
     if (ZI(f)->nsub) { /* .pt2: a record of a nested archive, offsets made absolute */
         const pt2_sub *w = &ZI(f)->sub[s->rec % PT2_NSUB];
         z = &w->zip.e[s->rec / PT2_NSUB];
-        rec->name = z->name;
+        rec->name = ck_zip_name(&w->zip, z);
         rec->method = ck_zip_method(z);
         rec->has_crc = z->crc != 0;
         rec->crc32 = z->crc;
-        rec->data_offset = w->base + z->data_off;
+        rec->data_offset = w->base + ck_zip_data_off(z);
         rec->compressed_size = z->comp_size;
         rec->size = z->size;
         return 0;
     }
-    rec->name = z->name;
+    rec->name = ck_zip_name(&ZI(f)->zip, z);
     rec->method = ck_zip_method(z);
     rec->has_crc = z->crc != 0;
     rec->crc32 = z->crc;
-    rec->data_offset = z->data_off;
+    rec->data_offset = ck_zip_data_off(z);
     rec->compressed_size = z->comp_size;
     rec->size = z->size;
     return 0;

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <zlib.h>
 
+_Static_assert(sizeof(ck_zip_entry) <= 32, "ck_zip_entry grew");
+
 /* Inflate state: where one pass over a deflated record has got to.  One per
  * file (guarded by its mutex), and one per read that finds it busy. */
 typedef struct ck_inflater ck_inflater;
@@ -146,6 +148,8 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
     ck_window w = {.src = a->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
     int rc = -1;
+    size_t huge_i = SIZE_MAX; /* the first record whose local header is past 64 TiB */
+    uint64_t huge_off = 0;
     for (uint64_t i = 0; i < entries; i++) {
         const uint8_t *h = win(&w, p, 46, "central directory", err);
         if (!h) goto out;
@@ -184,7 +188,12 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     (unsigned long long)i);
             goto out;
         }
-        z->name = names + used;
+        if (used > UINT32_MAX - nlen - 1) {
+            ck_fail(err, CKPT_E_LIMIT, (int64_t)p,
+                    "central directory entry %llu: the names pass 4 GiB", (unsigned long long)i);
+            goto out;
+        }
+        z->name = (uint32_t)used;
         memcpy(names + used, h + 46, nlen);
         used += nlen;
         names[used++] = 0;
@@ -200,7 +209,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     if (*fields[k] != 0xFFFFFFFFu) continue;
                     if (qe - q < 8) {
                         ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
-                                "ZIP64 extra field of '%s' too short", z->name);
+                                "ZIP64 extra field of '%s' too short", ck_zip_name(a, z));
                         goto out;
                     }
                     *fields[k] = ck_le64(q);
@@ -211,16 +220,17 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         }
         if (method != 0 && method != 8) {
             ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' uses compression method %u",
-                    z->name, method);
+                    ck_zip_name(a, z), method);
             goto out;
         }
         if ((flags & 1) && !a->flagged_as_plain) {
-            ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' is encrypted", z->name);
+            ck_fail(err, CKPT_E_UNSUPPORTED, (int64_t)p, "record '%s' is encrypted",
+                    ck_zip_name(a, z));
             goto out;
         }
         if (method == 0 && z->comp_size != z->size) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
-                    "stored record '%s' has compressed size %llu but size %llu", z->name,
+                    "stored record '%s' has compressed size %llu but size %llu", ck_zip_name(a, z),
                     (unsigned long long)z->comp_size, (unsigned long long)z->size);
             goto out;
         }
@@ -231,11 +241,17 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes "
                     "can hold",
-                    z->name, (unsigned long long)z->size, (unsigned long long)z->comp_size);
+                    ck_zip_name(a, z), (unsigned long long)z->size,
+                    (unsigned long long)z->comp_size);
             goto out;
         }
-        z->lh = method == 8 ? CK_ZIP_DEFLATED : 0;
-        z->data_off = local_off; /* until its local header is read below */
+        if (local_off > CK_ZIP_OFF_MAX && huge_i == SIZE_MAX) { /* told below */
+            huge_i = (size_t)i;
+            huge_off = local_off;
+        }
+        /* until its local header is read below */
+        z->at = (method == 8 ? CK_ZIP_DEFLATED : 0) |
+                (local_off > CK_ZIP_OFF_MAX ? CK_ZIP_OFF_MAX : local_off);
         p += total;
         a->n++;
         a->names_end = names + used; /* the last accepted record's name ends here */
@@ -258,10 +274,10 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
     /* local headers: where each record's bytes start */
     for (size_t i = 0; i < a->n; i++) {
         ck_zip_entry *z = &a->e[i];
-        uint64_t local_off = z->data_off;
+        uint64_t local_off = i == huge_i ? huge_off : ck_zip_data_off(z);
         if (local_off > cd_off || cd_off - local_off < 30) {
             ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(a, z),
-                    "local header of '%s' lies outside the archive (%llu)", z->name,
+                    "local header of '%s' lies outside the archive (%llu)", ck_zip_name(a, z),
                     (unsigned long long)local_off);
             goto out;
         }
@@ -269,19 +285,23 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         if (!h) goto out;
         if (ck_le32(h) != SIG_LOCAL) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off, "bad local header signature for '%s'",
-                    z->name);
+                    ck_zip_name(a, z));
             goto out;
         }
         uint32_t lh = (uint32_t)ck_le16(h + 26) + ck_le16(h + 28);
         uint64_t data = local_off + 30 + lh;
         if (data > cd_off || z->comp_size > cd_off - data) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                    "record '%s' (%llu bytes at %llu) runs into the central directory", z->name,
-                    (unsigned long long)z->comp_size, (unsigned long long)data);
+                    "record '%s' (%llu bytes at %llu) runs into the central directory",
+                    ck_zip_name(a, z), (unsigned long long)z->comp_size, (unsigned long long)data);
             goto out;
         }
-        z->data_off = data;
-        z->lh |= lh;
+        if (data > CK_ZIP_OFF_MAX) { /* only in a file of more than 64 TiB */
+            ck_fail(err, CKPT_E_LIMIT, (int64_t)local_off, "record '%s' starts past 64 TiB",
+                    ck_zip_name(a, z));
+            goto out;
+        }
+        z->at = (z->at & CK_ZIP_DEFLATED) | ((uint64_t)lh << CK_ZIP_OFF_BITS) | data;
     }
     rc = 0;
 out:
@@ -323,11 +343,12 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         if (zs->avail_in == 0) {
             if (st->in_pos == z->comp_size) {
                 inflater_end(st);
-                return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
-                               "deflated record '%s' ends early", z->name);
+                return ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(z),
+                               "deflated record '%s' ends early", ck_zip_name(a, z));
             }
             uint64_t k = z->comp_size - st->in_pos < chunk ? z->comp_size - st->in_pos : chunk;
-            if (ck_read(a->src, z->data_off + st->in_pos, st->in, (size_t)k, z->name, err)) {
+            if (ck_read(a->src, ck_zip_data_off(z) + st->in_pos, st->in, (size_t)k,
+                        ck_zip_name(a, z), err)) {
                 inflater_end(st);
                 return -1;
             }
@@ -350,8 +371,8 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         zs->avail_out = (uInt)room;
         int r = inflate(zs, Z_NO_FLUSH);
         if (r != Z_OK && r != Z_STREAM_END && !(r == Z_BUF_ERROR && zs->avail_in == 0)) {
-            ck_fail(err, CKPT_E_FORMAT, (int64_t)(z->data_off + st->in_pos),
-                    "deflated record '%s' is corrupt (%s)", z->name,
+            ck_fail(err, CKPT_E_FORMAT, (int64_t)(ck_zip_data_off(z) + st->in_pos),
+                    "deflated record '%s' is corrupt (%s)", ck_zip_name(a, z),
                     zs->msg ? zs->msg : "inflate error");
             inflater_end(st);
             return -1;
@@ -360,8 +381,8 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
         st->out_pos += room - zs->avail_out;
         if (r == Z_STREAM_END && st->out_pos < want_end) {
             inflater_end(st);
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
-                           "deflated record '%s' is shorter than declared", z->name);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(z),
+                           "deflated record '%s' is shorter than declared", ck_zip_name(a, z));
         }
     }
     return 0;
@@ -418,7 +439,7 @@ int ck_zip_crc_stored(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckp
         if (ck_zip_method(z) == 8)
             rc = inflate_range(a, z, off, buf, n, err); /* restarts: fine for rare deflate */
         else
-            rc = ck_read(a->src, z->data_off + off, buf, n, z->name, err);
+            rc = ck_read(a->src, ck_zip_data_off(z) + off, buf, n, ck_zip_name(a, z), err);
         if (rc == 0) c = ck_crc32((uint32_t)c, buf, n);
     }
     free(buf);
@@ -465,46 +486,46 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
         uint32_t lcrc = ck_le32(h + 14), lcomp = ck_le32(h + 18), lsize = ck_le32(h + 22);
         if (nlen != name_len)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                           "local header name length differs for %s", z->name);
+                           "local header name length differs for %s", ck_zip_name(a, z));
         char *name = malloc(nlen ? nlen : 1);
         if (!name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
         if (ck_read(a->src, local_off + 30, name, nlen, "local header", err)) {
             free(name);
             return -1;
         }
-        int same = memcmp(name, z->name, nlen) == 0;
+        int same = memcmp(name, ck_zip_name(a, z), nlen) == 0;
         free(name);
         if (!same)
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                           "local header name differs for %s", z->name);
+                           "local header name differs for %s", ck_zip_name(a, z));
         if (ck_le16(h + 8) != ck_zip_method(z))
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                           "local header method differs for %s", z->name);
+                           "local header method differs for %s", ck_zip_name(a, z));
         uint16_t lflags = ck_le16(h + 6);
         if (!(lflags & 8)) {
             if (lcrc != z->crc)
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                               "local header crc differs for %s", z->name);
+                               "local header crc differs for %s", ck_zip_name(a, z));
             if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) ||
                 (lsize != 0xFFFFFFFFu && lsize != z->size))
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
-                               "local header sizes differ for %s", z->name);
+                               "local header sizes differ for %s", ck_zip_name(a, z));
         }
         uint32_t crc;
         CK_TRY(ck_zip_method(z) == 8 ? ck_zip_crc_deflated(a, z, &crc, err)
                               : ck_zip_crc_stored(a, z, &crc, err));
         if (z->crc == 0 && crc != 0) {
             if (note) {
-                snprintf(line, sizeof line, "no crc recorded for %s", z->name);
+                snprintf(line, sizeof line, "no crc recorded for %s", ck_zip_name(a, z));
                 note(ctx, line);
             }
         } else if (crc != z->crc) {
-            return ck_fail(err, CKPT_E_FORMAT, (int64_t)z->data_off,
-                           "crc mismatch in %s (recorded %08x, computed %08x)", z->name, z->crc,
-                           crc);
+            return ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(z),
+                           "crc mismatch in %s (recorded %08x, computed %08x)", ck_zip_name(a, z),
+                           z->crc, crc);
         }
         if (lflags & 8) { /* data descriptor: [sig] crc comp size (32 or 64 bit) */
-            uint64_t d = z->data_off + z->comp_size;
+            uint64_t d = ck_zip_data_off(z) + z->comp_size;
             uint8_t dd[24];
             size_t avail = a->src->size - d < sizeof dd ? (size_t)(a->src->size - d) : sizeof dd;
             if (avail >= 12) {
@@ -512,7 +533,7 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
                 const uint8_t *q = ck_le32(dd) == 0x08074b50u ? dd + 4 : dd;
                 if (ck_le32(q) != z->crc)
                     return ck_fail(err, CKPT_E_FORMAT, (int64_t)d,
-                                   "data descriptor crc differs for %s", z->name);
+                                   "data descriptor crc differs for %s", ck_zip_name(a, z));
             }
         }
         if (ck_add_ovf(done, z->comp_size, &done)) done = UINT64_MAX;
@@ -525,7 +546,7 @@ int ck_zip_read(const ck_zip *a, const ck_zip_entry *z, uint64_t off, void *buf,
                 ckpt_error *err)
 {
     if (ck_zip_method(z) == 8) return inflate_range(a, z, off, buf, n, err);
-    return ck_read(a->src, z->data_off + off, buf, n, z->name, err);
+    return ck_read(a->src, ck_zip_data_off(z) + off, buf, n, ck_zip_name(a, z), err);
 }
 
 int ck_zip_crc(const ck_zip *a, const ck_zip_entry *z, uint32_t *crc, ckpt_error *err)

@@ -7,16 +7,24 @@
 
 #include "../common/common.h"
 
-/* One record, 40 bytes (a 1M-record archive holds a million of them): its
- * name's length, its method, where its local header and its central
- * directory entry start are derived (ck_zip_name_len(), ck_zip_method(),
- * ck_zip_local_off(), ck_zip_cd_pos()). */
+/* One record, 32 bytes (a 1M-record archive holds a million of them): its
+ * name is an offset into the archive's one names buffer (ck_zip_name()),
+ * and where its bytes start shares a word with its local header's lengths
+ * and its method (ck_zip_data_off(), ck_zip_local_off(), ck_zip_method();
+ * the index refuses an archive whose records start past 64 TiB, or whose
+ * names take 4 GiB); its central directory entry is derived
+ * (ck_zip_cd_pos()). */
 typedef struct ck_zip_entry {
-    const char *name; /* NUL-terminated, in the archive's one names buffer */
-    uint64_t comp_size, size, data_off;
+    uint64_t comp_size, size;
+    uint64_t at; /* bits 0-45: where its bytes start; 46-62: the local
+                      header's name + extra lengths; 63: deflated */
     uint32_t crc;
-    uint32_t lh; /* bits 0-16: the local header's name + extra lengths; bit 17: deflated */
+    uint32_t name; /* its NUL-terminated name: a->names + name */
 } ck_zip_entry;
+
+#define CK_ZIP_OFF_BITS 46
+#define CK_ZIP_OFF_MAX (((uint64_t)1 << CK_ZIP_OFF_BITS) - 1)
+#define CK_ZIP_DEFLATED ((uint64_t)1 << 63)
 
 typedef struct ck_inflater ck_inflater; /* a resumable inflate cursor */
 
@@ -38,21 +46,29 @@ typedef struct ck_zip {
     ck_inflater *inflater; /* when records are deflated: sequential reads resume */
 } ck_zip;
 
-#define CK_ZIP_DEFLATED (1u << 17)
 /* 0 stored, 8 deflated (the only methods the index accepts) */
 static inline uint16_t ck_zip_method(const ck_zip_entry *z)
 {
-    return (z->lh & CK_ZIP_DEFLATED) ? 8 : 0;
+    return (z->at & CK_ZIP_DEFLATED) ? 8 : 0;
+}
+/* Where its bytes start in the archive. */
+static inline uint64_t ck_zip_data_off(const ck_zip_entry *z)
+{
+    return z->at & CK_ZIP_OFF_MAX;
 }
 static inline uint64_t ck_zip_local_off(const ck_zip_entry *z)
 {
-    return z->data_off - 30 - (z->lh & (CK_ZIP_DEFLATED - 1));
+    return ck_zip_data_off(z) - 30 - ((z->at & ~CK_ZIP_DEFLATED) >> CK_ZIP_OFF_BITS);
+}
+static inline const char *ck_zip_name(const ck_zip *a, const ck_zip_entry *z)
+{
+    return a->names + z->name;
 }
 /* The names are stored back to back: a name ends where the next begins. */
 static inline size_t ck_zip_name_len(const ck_zip *a, const ck_zip_entry *z)
 {
-    const char *next = z + 1 < a->e + a->n ? z[1].name : a->names_end;
-    return (size_t)(next - z->name) - 1;
+    size_t next = z + 1 < a->e + a->n ? z[1].name : (size_t)(a->names_end - a->names);
+    return next - z->name - 1;
 }
 
 /* Where a record's central directory entry starts (for messages). */
@@ -60,7 +76,7 @@ static inline int64_t ck_zip_cd_pos(const ck_zip *a, const ck_zip_entry *z)
 {
     size_t i = (size_t)(z - a->e);
     if (a->cd_pos) return a->cd_pos[i];
-    return (int64_t)(a->cd_off + 45 * (uint64_t)i + (uint64_t)(z->name - a->names));
+    return (int64_t)(a->cd_off + 45 * (uint64_t)i + z->name);
 }
 
 /* Read the end records, the central directory and the local headers. */
