@@ -443,7 +443,7 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
             r = bytes_item(f, m, k->u.s.p, &keys, infos, err);
         } else {
             r = ck_fail(err, CKPT_E_FORMAT, -1, "DCP item '%.80s' is a %s, not tensor or bytes",
-                        k->u.s.p, md->cls ? md->cls : ckpt_kind_name((ckpt_kind)md->kind));
+                        k->u.s.p, ckpt_value_class(md) ? ckpt_value_class(md) : ckpt_kind_name((ckpt_kind)md->kind));
         }
     }
     ck_map_free(&keys);

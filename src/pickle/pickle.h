@@ -60,7 +60,6 @@ struct ckpt_value {
     uint8_t aux;     /* GLOBAL: a hook's datum (a dtype, ...) */
     uint8_t aux2;    /* GLOBAL: a hook's flag; LIST/TUPLE/SET/DICT: CK_SEQ_EXACT */
     uint32_t id;     /* sequential per unpickler, for walks */
-    const char *cls; /* DICT subclass / OBJECT class text / GLOBAL "mod.name" */
     union {
         bool b;
         int64_t i;
@@ -78,7 +77,15 @@ struct ckpt_value {
         void *ext;     /* made by a hook (TENSOR) */
         size_t handle; /* made by a hook (STORAGE) */
     } u;
+    /* DICT subclass / OBJECT class text / GLOBAL "mod.name": read for those
+     * kinds only (ckpt_value_class()), for a string made by ck_new_str()
+     * ends before it: its bytes start here (CK_STR_HDR) */
+    const char *cls;
 };
+
+/* A string node of ck_new_str(): this header, then its bytes and a NUL. */
+#define CK_STR_HDR offsetof(ckpt_value, cls)
+#define CK_STR_INLINE(v) ((char *)(v) + CK_STR_HDR)
 
 /* ---- the unpickler: what the pickles of one input share ----------------- */
 

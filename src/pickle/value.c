@@ -24,11 +24,12 @@ ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind)
 ckpt_value *ck_new_str(ck_unpickler *u, ckpt_kind kind, const char *p, size_t n)
 {
     if (n > SIZE_MAX - sizeof(ckpt_value) - 1) return NULL;
-    ckpt_value *v = ck_alloc(u->arena, sizeof *v + n + 1); /* bytes right after the node */
+    /* the bytes where cls would be: a string has no class */
+    ckpt_value *v = ck_alloc(u->arena, CK_STR_HDR + n + 1);
     if (!v) return NULL;
     v->kind = (uint8_t)kind;
     v->id = u->next_id++;
-    v->u.s.p = (char *)(v + 1);
+    v->u.s.p = CK_STR_INLINE(v);
     if (n) memcpy(v->u.s.p, p, n);
     v->u.s.p[n] = 0;
     v->u.s.n = n;
