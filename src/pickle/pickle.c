@@ -544,13 +544,13 @@ static void reclaim(machine *m, ckpt_value *v, const ckpt_value *keep, int depth
     case CKPT_V_FLOAT:
     case CKPT_V_STORAGE:
     case CKPT_V_TENSOR:
-    case CKPT_V_BIGINT: ck_free_small(a, v, sizeof *v); return;
+    case CKPT_V_BIGINT: ck_free_small(a, v, ck_node_size(v->kind)); return;
     case CKPT_V_STR:
     case CKPT_V_BYTES:
         if (v->u.s.p == CK_STR_INLINE(v)) { /* ck_new_str() */
             if (v->u.s.n <= CK_FREE_MAX) ck_free_small(a, v, CK_STR_HDR + v->u.s.n + 1);
         } else {
-            ck_free_small(a, v, sizeof *v);
+            ck_free_small(a, v, ck_node_size(v->kind));
         }
         return;
     case CKPT_V_TUPLE:

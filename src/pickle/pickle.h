@@ -86,6 +86,16 @@ struct ckpt_value {
 /* A string node of ck_new_str(): this header, then its bytes and a NUL. */
 #define CK_STR_HDR offsetof(ckpt_value, cls)
 #define CK_STR_INLINE(v) ((char *)(v) + CK_STR_HDR)
+/* The bytes ck_new() gives a node of this kind: a value with no class (a
+ * scalar, a string, a tensor, a storage) ends before cls.  A container
+ * keeps the whole node (a copy sets its cls: multi.c). */
+static inline size_t ck_node_size(unsigned kind)
+{
+    return kind == CKPT_V_LIST || kind == CKPT_V_TUPLE || kind == CKPT_V_DICT ||
+                   kind == CKPT_V_SET || kind == CKPT_V_OBJECT || kind == CKPT_V_GLOBAL
+               ? sizeof(ckpt_value)
+               : CK_STR_HDR;
+}
 
 /* ---- the unpickler: what the pickles of one input share ----------------- */
 

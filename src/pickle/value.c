@@ -14,7 +14,7 @@
 
 ckpt_value *ck_new(ck_unpickler *u, ckpt_kind kind)
 {
-    ckpt_value *v = ck_alloc(u->arena, sizeof *v);
+    ckpt_value *v = ck_alloc(u->arena, ck_node_size(kind));
     if (!v) return NULL;
     v->kind = (uint8_t)kind;
     v->id = u->next_id++;
