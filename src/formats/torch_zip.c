@@ -22,13 +22,24 @@
 typedef struct zip_index {
     ck_zip zip;           /* the records */
     ck_map names;         /* records under the root folder, by the rest of their name */
-    uint32_t *zip_storage;  /* per record: storage index + 1, 0 none */
-    uint32_t *zip_data_num; /* "data/<n>" records by n: index + 1 (torch's keys are 0..N-1) */
+    uint32_t *zip_storage;  /* per record: storage index + 1, 0 none; made for the
+                               first storage that is not a data/<n> record */
+    uint32_t *zip_data_num; /* "data/<n>" records by n (torch's keys are 0..N-1): record
+                               index + 1, or once its storage is made, that storage's
+                               index | DATA_BOUND (zip_data_rec()) */
     size_t nzip_data_num;
     struct pt2_sub *sub; /* torch.export .pt2: the nested torch.save archives */
     size_t nsub;
 } zip_index;
 #define ZI(f) ((zip_index *)(f)->fmt_state)
+#define DATA_BOUND (1u << 31) /* indices are below max_entries (< 2^31) */
+
+/* The record index + 1 of data/<num>, 0 none. */
+static size_t zip_data_rec(const ckpt_file *f, size_t num)
+{
+    uint32_t v = ZI(f)->zip_data_num[num];
+    return v & DATA_BOUND ? f->storages[v & ~DATA_BOUND].rec + 1 : v;
+}
 
 /* Does a record name start with the root folder?  Returns the rest. */
 static const char *strip_root(const char *name, size_t n, const char *root, size_t rn, size_t *rest)
@@ -72,6 +83,9 @@ static int index_records(ckpt_file *f, ckpt_error *err)
     size_t rn = (size_t)(slash - first);
     f->root_name = ck_strndup(&f->arena, first, rn);
     if (!f->root_name) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (ZI(f)->zip.n >= DATA_BOUND)
+        return ck_fail(err, CKPT_E_LIMIT, -1, "ZIP has %zu records, more than ckpt indexes",
+                       ZI(f)->zip.n);
     ZI(f)->zip_data_num = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_data_num);
     if (!ZI(f)->zip_data_num) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     ZI(f)->nzip_data_num = ZI(f)->zip.n;
@@ -109,7 +123,7 @@ static const ck_zip_entry *record_n(const ckpt_file *f, const char *name, size_t
 {
     size_t i;
     if (data_number(name, n, ZI(f)->nzip_data_num, &i))
-        return ZI(f)->zip_data_num[i] ? &ZI(f)->zip.e[ZI(f)->zip_data_num[i] - 1] : NULL;
+        return zip_data_rec(f, i) ? &ZI(f)->zip.e[zip_data_rec(f, i) - 1] : NULL;
     if (!ck_map_get(&ZI(f)->names, name, n, &i)) return NULL;
     return &ZI(f)->zip.e[i];
 }
@@ -133,10 +147,18 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     const char *pre = ud;
     const ck_zip_entry *z = NULL;
     size_t num;
+    uint32_t *slot = NULL; /* where the storage's index goes */
     /* torch's keys: "data/" + a number record() would find by that number */
     if (strcmp(pre, "data/") == 0 && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
-        ZI(f)->zip_data_num[num])
-        z = &ZI(f)->zip.e[ZI(f)->zip_data_num[num] - 1];
+        ZI(f)->zip_data_num[num]) {
+        slot = &ZI(f)->zip_data_num[num];
+        *created = !(*slot & DATA_BOUND);
+        if (!*created) {
+            *idx = *slot & ~DATA_BOUND;
+            return 0;
+        }
+        z = &ZI(f)->zip.e[*slot - 1];
+    }
     if (!z) {
         char name[96];
         size_t n, pn = strlen(pre);
@@ -154,13 +176,15 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
                            f->root_name, name);
     }
     size_t zi = (size_t)(z - ZI(f)->zip.e);
-    if (!ZI(f)->zip_storage &&
-        !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
-        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    *created = ZI(f)->zip_storage[zi] == 0;
-    if (!*created) {
-        *idx = ZI(f)->zip_storage[zi] - 1;
-        return 0;
+    if (!slot) { /* a record found by name: its storage by record */
+        if (!ZI(f)->zip_storage &&
+            !(ZI(f)->zip_storage = calloc(ZI(f)->zip.n, sizeof *ZI(f)->zip_storage)))
+            return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        *created = ZI(f)->zip_storage[zi] == 0;
+        if (!*created) {
+            *idx = ZI(f)->zip_storage[zi] - 1;
+            return 0;
+        }
     }
     /* the record is named ".../data/<key>": the storage's key is the tail
      * of its name (8 bytes a storage less than a copy), unless it was cut */
@@ -168,17 +192,20 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     const char *tail = zn >= klen ? ck_zip_name(&ZI(f)->zip, z) + zn - klen : NULL;
     if (tail && memcmp(tail, key, klen) != 0) tail = NULL;
     CK_TRY(ck_storage_add(f, tail ? tail : key, klen, !tail, idx, err));
-    if (*idx >= UINT32_MAX) /* one storage a record: below max_entries */
+    if (*idx >= DATA_BOUND) /* one storage a record: below max_entries */
         return ck_fail(err, CKPT_E_LIMIT, pos, "too many storages");
-    ZI(f)->zip_storage[zi] = (uint32_t)(*idx + 1);
+    ck_storage *s = &f->storages[*idx];
+    s->rec = zi; /* before the slot names it: zip_data_rec() reads it */
+    if (slot)
+        *slot = (uint32_t)*idx | DATA_BOUND;
+    else
+        ZI(f)->zip_storage[zi] = (uint32_t)(*idx + 1);
     if (z->size < nbytes)
         return ck_fail(err, CKPT_E_FORMAT, ck_zip_cd_pos(&ZI(f)->zip, z),
                        "record '%s' holds %llu bytes but its storage needs %llu",
                        ck_zip_name(&ZI(f)->zip, z), (unsigned long long)z->size,
                        (unsigned long long)nbytes);
-    ck_storage *s = &f->storages[*idx];
     s->packed = ck_zip_method(z) != 0;
-    s->rec = zi;
     s->pub.file_offset = ck_zip_method(z) == 0 ? (int64_t)ck_zip_data_off(z) : -1;
     s->resolved = true;
     return 0;
@@ -296,7 +323,7 @@ static int is_extra_pickle(ckpt_file *f, size_t i, int *yes, ckpt_error *err)
     *yes = 0;
     if (r) {
         if (data_number(r, rest, ZI(f)->nzip_data_num, &num)) {
-            if (ZI(f)->zip_data_num[num] == i + 1) return 0; /* the storage itself */
+            if (zip_data_rec(f, num) == i + 1) return 0; /* the storage itself */
             *yes = 1;                                        /* a second data/<n> */
             return 0;
         }
