@@ -63,14 +63,13 @@ static bool name_is(const char *name, const char *k, size_t n)
     return memcmp(name, k, n) == 0 && name[n] == 0;
 }
 
-/* Add tensor `idx` (f->listed[idx].name, n bytes): 0, 1 when the name is
- * taken, -1 on OOM. */
-static int name_index_add(ckpt_file *f, size_t idx, size_t n)
+/* Add tensor `idx` (f->listed[idx].name, n bytes, hashed to h): 0, 1 when
+ * the name is taken, -1 on OOM. */
+static int name_index_add(ckpt_file *f, size_t idx, size_t n, uint64_t h)
 {
     ck_name_index *m = &f->tensor_names;
     if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
     const char *k = f->listed[idx].name;
-    uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     size_t mask = m->cap - 1, i;
     for (i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask)
@@ -146,7 +145,28 @@ typedef struct walker {
     uint32_t *deep;     /* deep[d - DEEP_FROM]: the id walked at depth d */
     uint64_t visits;    /* against max_expansion: values visited, tensors listed */
     uint32_t cycle_min; /* least depth of a cycle guard met below the current value */
+    /* the listed tensor whose name is added to the index when the next one
+     * is listed (or the walk ends): its slot is fetched from memory
+     * meanwhile (a 1M-name index does not stay in cache) */
+    size_t pending;      /* its index + 1, 0 none */
+    size_t pending_len;  /* its name's length */
+    uint64_t pending_h;  /* its name's hash */
 } walker;
+
+/* Add the pending name to the index: 0, or -1 with w->err set. */
+static int flush_name(walker *w)
+{
+    if (!w->pending) return 0;
+    ckpt_file *f = w->f;
+    size_t idx = w->pending - 1;
+    w->pending = 0;
+    int added = name_index_add(f, idx, w->pending_len, w->pending_h);
+    if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    if (added > 0)
+        return ck_fail(w->err, CKPT_E_FORMAT, f->listed[idx].t->offset_pos,
+                       "two tensors are named '%s'", f->listed[idx].name);
+    return 0;
+}
 
 /* One byte a value id, not four: depths past DEEP_FROM (no honest file
  * nests so deep) are looked up in w->deep, the ids along the path. */
@@ -752,10 +772,14 @@ static int emit_one(walker *w, ck_tdef *t)
     ck_listed *l = &f->listed[f->ntensors];
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
     *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t};
-    int added = l->name ? name_index_add(f, f->ntensors, nlen) : -1;
-    if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-    if (added > 0)
-        return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos, "two tensors are named '%s'", name);
+    if (!l->name) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    uint64_t h = ck_hash(l->name, nlen);
+    if (f->tensor_names.cap) /* where it will go; the previous one goes in now */
+        __builtin_prefetch(&f->tensor_names.slots[h & (f->tensor_names.cap - 1)]);
+    CK_TRY(flush_name(w));
+    w->pending = f->ntensors + 1;
+    w->pending_len = nlen;
+    w->pending_h = h;
     ckpt_tensor one, *o = &one; /* for its size; ckpt_tensor_at() builds it again */
     memset(o, 0, sizeof *o);
     describe(f, t, o);
@@ -831,6 +855,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
     int r = walk(&w, f->names_root && !f->opt.key ? f->names_root : f->sel, 0);
+    if (r == 0) r = flush_name(&w);
     /* tensors that naming did not reach (outside the key, non-persistent
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
