@@ -739,6 +739,7 @@ static int emit_one(walker *w, ck_tdef *t)
 {
     ckpt_file *f = w->f;
     const char *name = w->name ? w->name : "";
+    CK_TRY(flush_name(w)); /* the previous tensor's name: a duplicate is told first */
     if (f->ntensors >= f->opt.max_entries)
         return ck_fail(w->err, CKPT_E_LIMIT, -1, "more than %u tensors (max_entries)",
                        f->opt.max_entries);
@@ -774,9 +775,8 @@ static int emit_one(walker *w, ck_tdef *t)
     *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t};
     if (!l->name) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     uint64_t h = ck_hash(l->name, nlen);
-    if (f->tensor_names.cap) /* where it will go; the previous one goes in now */
+    if (f->tensor_names.cap) /* where it will go when the next one is listed */
         __builtin_prefetch(&f->tensor_names.slots[h & (f->tensor_names.cap - 1)]);
-    CK_TRY(flush_name(w));
     w->pending = f->ntensors + 1;
     w->pending_len = nlen;
     w->pending_h = h;
