@@ -190,7 +190,9 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
      * of its name (8 bytes a storage less than a copy), unless it was cut */
     size_t zn = ck_zip_name_len(&ZI(f)->zip, z);
     const char *tail = zn >= klen ? ck_zip_name(&ZI(f)->zip, z) + zn - klen : NULL;
-    if (tail && memcmp(tail, key, klen) != 0) tail = NULL;
+    /* a record found by number ends with the key: both are that number in
+     * canonical decimal (key_number()), so its bytes need not be read */
+    if (tail && !slot && memcmp(tail, key, klen) != 0) tail = NULL;
     CK_TRY(ck_storage_add(f, tail ? tail : key, klen, !tail, idx, err));
     if (*idx >= DATA_BOUND) /* one storage a record: below max_entries */
         return ck_fail(err, CKPT_E_LIMIT, pos, "too many storages");
