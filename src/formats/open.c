@@ -154,7 +154,7 @@ void ckpt_close(ckpt_file *f)
     ck_name_index_free(&f->tensor_names);
     free(f->storages);
     ck_tensors_free(f);
-    free(f->tdefs);
+    free(f->tpool);
     ck_unpickler_free(&f->pk);
     ck_arena_free(&f->arena);
     free(f);

@@ -534,11 +534,18 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
     }
 }
 
-int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err)
+ck_tdef *ck_tdef_new(ckpt_file *f, ckpt_error *err)
 {
-    CK_TRY(ck_grow((void **)&f->tdefs, &f->cap_tdefs, f->ntdefs + 1, sizeof *f->tdefs, err));
-    f->tdefs[f->ntdefs++] = t;
-    return 0;
+    size_t i = f->ntdefs, c = i >> CK_TPOOL_BITS;
+    if ((i & (CK_TPOOL - 1)) == 0) { /* a new chunk (zeroed) */
+        if (ck_grow((void **)&f->tpool, &f->cap_tpool, c + 1, sizeof *f->tpool, err)) return NULL;
+        if (!(f->tpool[c] = ck_alloc(&f->arena, CK_TPOOL * sizeof(ck_tdef)))) {
+            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            return NULL;
+        }
+    }
+    f->ntdefs++;
+    return &f->tpool[c][i & (CK_TPOOL - 1)];
 }
 
 /* ---- shared shapes and strides ------------------------------------------- */
@@ -641,9 +648,8 @@ int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                        "overflows 64 bits)",
                        (unsigned long long)numel);
     share_dims(f, ndim, &shape, &stride);
-    ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
-    if (!t) return ck_fail(err, CKPT_E_NOMEM, pos, "out of memory");
-    CK_TRY(ck_add_tdef(f, t, err));
+    ck_tdef *t = ck_tdef_new(f, err);
+    if (!t) return -1;
     ck_tdef_set_storage(t, storage);
     t->dtype = dtype;
     t->ndim = (uint8_t)ndim;
@@ -859,7 +865,7 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
     /* tensors that naming did not reach (outside the key, non-persistent
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
-        ck_tdef *t = f->tdefs[i];
+        ck_tdef *t = ck_tdef_at(f, i);
         if (t->listed || t->sidx == CK_TDEF_NO_STORAGE) continue;
         ckpt_error scratch;
         w.err = &scratch;

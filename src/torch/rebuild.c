@@ -218,10 +218,11 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
         }
         if (n >= 2 && a[0]->kind == CKPT_V_TENSOR) {
             CK_TRY(ck_machine_copied(m, 16));
-            ck_tdef *t = ck_alloc_copy(&f->arena, a[0]->u.ext, sizeof *t);
-            ckpt_value *v = t ? tensor_value(f, t) : NULL;
+            ck_tdef *t = ck_tdef_new(f, ck_machine_err(m));
+            if (!t) return -1;
+            *t = *ck_tdef_of(a[0]);
+            ckpt_value *v = tensor_value(f, t);
             if (!v) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-            CK_TRY(ck_add_tdef(f, t, ck_machine_err(m)));
             if (t->kind) { /* its own kind: the descriptor is the copy's */
                 if (!(t->kind = ck_alloc_copy(&f->arena, t->kind, sizeof *t->kind)))
                     return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");

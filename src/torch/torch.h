@@ -238,8 +238,10 @@ struct ckpt_file {
      * reader that loses frees its own): ntchunks pointers, NULL until then */
     _Atomic(ckpt_tensor *) *tchunks;
     size_t ntchunks;
-    ck_tdef **tdefs; /* every tensor the pickles rebuilt */
-    size_t ntdefs, cap_tdefs;
+    /* every tensor the pickles rebuilt, in chunks of CK_TPOOL (arena; no
+     * pointer a tensor: ck_tdef_new(), ck_tdef_at()) */
+    ck_tdef **tpool;
+    size_t ntdefs, cap_tpool;
     ck_name_index tensor_names; /* ckpt_find(): slots only, keys are the names */
     uint64_t total_bytes;
     const char *pickle_label;
@@ -313,8 +315,16 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
 int ck_tensor_new(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t ndim,
                   const int64_t *shape, const int64_t *stride, int64_t offset, int64_t pos,
                   ck_tdef **out, ckpt_error *err);
-/* Remember a rebuilt tensor (for descriptors of tensors not listed). */
-int ck_add_tdef(ckpt_file *f, ck_tdef *t, ckpt_error *err);
+/* A new zeroed rebuild record, remembered (for descriptors of tensors not
+ * listed); NULL on OOM (err set). */
+ck_tdef *ck_tdef_new(ckpt_file *f, ckpt_error *err);
+#define CK_TPOOL_BITS 8u
+#define CK_TPOOL ((size_t)1 << CK_TPOOL_BITS)
+/* Rebuild record i < f->ntdefs. */
+static inline ck_tdef *ck_tdef_at(const ckpt_file *f, size_t i)
+{
+    return &f->tpool[i >> CK_TPOOL_BITS][i & (CK_TPOOL - 1)];
+}
 /* ---- tensor kinds (kinds.c) --------------------------------------------- */
 /* rebuild.c: a checked strided tensor from (storage, offset, size, stride)
  * at a[0..3]; dtype_g a torch dtype global or NULL.  And its value. */
