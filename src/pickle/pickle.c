@@ -301,6 +301,16 @@ static ckpt_value *spare_args(machine *m, const ckpt_value *callable, ckpt_value
 }
 
 /* ---- memo ------------------------------------------------------------ */
+/* Bits set in x.  Not __builtin_popcountll: without -mpopcnt (the baseline
+ * x86-64 build) that is a call into libgcc's table loop, once a GET. */
+static inline unsigned popcount64(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (unsigned)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* An array indexed by key, as CPython's own unpickler keeps it; keys must be
  * below max_memo, so a hostile key cannot ask for a huge array. */
 
@@ -347,7 +357,7 @@ static int memo_put_slow(machine *m, uint64_t key)
         if (!(m->putbits[w] & bit)) m->mcount++;
         m->putbits[w] |= bit;
         if (w >= m->nfw || !(m->fetched[w] & bit)) return 0; /* no GET asks for it */
-        m->mvals[m->rank[w] + (size_t)__builtin_popcountll(m->fetched[w] & (bit - 1))] = v;
+        m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))] = v;
         pin(v);
         return 0;
     }
@@ -369,7 +379,7 @@ static int memo_get(machine *m, uint64_t key)
         uint64_t bit = (uint64_t)1 << (key % 64);
         ckpt_value *v = NULL;
         if (key / 64 < m->nfw && (m->fetched[w] & bit))
-            v = m->mvals[m->rank[w] + (size_t)__builtin_popcountll(m->fetched[w] & (bit - 1))];
+            v = m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))];
         if (!v) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
         return push(m, v);
     }
@@ -524,7 +534,7 @@ done:
         CK_TRY(mgrow(m, (void **)&m->rank, &m->cap_rank, m->nfw, sizeof *m->rank));
         for (size_t i = 0; i < m->nfw; i++) {
             m->rank[i] = (uint32_t)total;
-            total += (size_t)__builtin_popcountll(m->fetched[i]);
+            total += (size_t)popcount64(m->fetched[i]);
         }
     }
     CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, total + 1, sizeof *m->mvals));
