@@ -37,7 +37,8 @@ typedef enum ck_tag {
     CK_TAG_HOOK = 32 /* first tag of a find_class hook */
 } ck_tag;
 
-/* The rarer parts of values live out of line, keeping a node at 32 bytes. */
+/* The rarer parts of values live out of line, keeping a node at 32 bytes
+ * (24 for a kind with no class: ck_node_size()). */
 typedef struct ck_obj {
     ckpt_value *callable;
     ckpt_value *args, *state, *items, *list;
