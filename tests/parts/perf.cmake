@@ -28,3 +28,12 @@ target_include_directories(test_perf_discard_open PRIVATE ${PROJECT_SOURCE_DIR}/
 target_compile_definitions(test_perf_discard_open PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
 add_test(NAME perf.discard_open COMMAND test_perf_discard_open)
 set_tests_properties(perf.discard_open PROPERTIES TIMEOUT 120)
+
+# What an open makes resident per tensor (issue 14): a bound, not a timing.
+add_executable(test_perf_open_bytes ${CMAKE_CURRENT_SOURCE_DIR}/perf/test_open_bytes.c)
+target_link_libraries(test_perf_open_bytes PRIVATE ckpt_internal)
+target_include_directories(test_perf_open_bytes PRIVATE ${PROJECT_SOURCE_DIR}/src
+                           ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_definitions(test_perf_open_bytes PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
+add_test(NAME perf.open_bytes COMMAND test_perf_open_bytes)
+set_tests_properties(perf.open_bytes PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
