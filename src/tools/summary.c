@@ -361,7 +361,13 @@ static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_
         if (!used) return oom(b->err);
     }
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(b->f, i);
+        /* unfiltered, a copy each (the name is the file's): the descriptors
+         * ckpt_tensor_at() builds are kept, 192 bytes a tensor */
+        ckpt_tensor one;
+        ckpt_error scratch;
+        const ckpt_tensor *t = filter ? ckpt_tensor_at(b->f, i)
+                               : ckpt_tensor_get(b->f, i, &one, &scratch) == 0 ? &one
+                                                                                 : NULL;
         if (!t || (filter && !in_sorted(under, nunder, t))) continue;
         if (add_dtype(s, t) != 0 ||
             tree_add(b, relative_name(t->name ? t->name : "", prefix, plen), t->numel) != 0) {
