@@ -442,8 +442,9 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
         } else if (is_class(md, "BytesStorageMetadata")) {
             r = bytes_item(f, m, k->u.s.p, &keys, infos, err);
         } else {
+            const char *cls = ckpt_value_class(md);
             r = ck_fail(err, CKPT_E_FORMAT, -1, "DCP item '%.80s' is a %s, not tensor or bytes",
-                        k->u.s.p, ckpt_value_class(md) ? ckpt_value_class(md) : ckpt_kind_name((ckpt_kind)md->kind));
+                        k->u.s.p, cls ? cls : ckpt_kind_name((ckpt_kind)md->kind));
         }
     }
     ck_map_free(&keys);

@@ -122,8 +122,10 @@ static int index_records(ckpt_file *f, ckpt_error *err)
 static const ck_zip_entry *record_n(const ckpt_file *f, const char *name, size_t n)
 {
     size_t i;
-    if (data_number(name, n, ZI(f)->nzip_data_num, &i))
-        return zip_data_rec(f, i) ? &ZI(f)->zip.e[zip_data_rec(f, i) - 1] : NULL;
+    if (data_number(name, n, ZI(f)->nzip_data_num, &i)) {
+        size_t rec = zip_data_rec(f, i);
+        return rec ? &ZI(f)->zip.e[rec - 1] : NULL;
+    }
     if (!ck_map_get(&ZI(f)->names, name, n, &i)) return NULL;
     return &ZI(f)->zip.e[i];
 }

@@ -365,9 +365,11 @@ static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_
          * ckpt_tensor_at() builds are kept, 192 bytes a tensor */
         ckpt_tensor one;
         ckpt_error scratch;
-        const ckpt_tensor *t = filter ? ckpt_tensor_at(b->f, i)
-                               : ckpt_tensor_get(b->f, i, &one, &scratch) == 0 ? &one
-                                                                                 : NULL;
+        const ckpt_tensor *t;
+        if (filter)
+            t = ckpt_tensor_at(b->f, i);
+        else
+            t = ckpt_tensor_get(b->f, i, &one, &scratch) == 0 ? &one : NULL;
         if (!t || (filter && !in_sorted(under, nunder, t))) continue;
         if (add_dtype(s, t) != 0 ||
             tree_add(b, relative_name(t->name ? t->name : "", prefix, plen), t->numel) != 0) {

@@ -60,7 +60,7 @@ void ck_dtype_resolve(ckpt_dtype d, bool conj, bool neg, uint8_t *p, size_t n);
 /* A tensor as the pickle (or a TAR record) rebuilt it, before naming: 56
  * bytes (a 1M-tensor state dict holds a million).  Its element count is the
  * product of its shape (ck_tdef_numel()); its storage index is 32 bits
- * (ck_storage_new() keeps indices below INT32_MAX; ck_tdef_storage()). */
+ * (ck_storage_new() keeps indices below INT32_MAX; ck_tdef_set_storage()). */
 typedef struct ck_tdef {
     int64_t *shape, *stride;
     int64_t offset;
@@ -81,12 +81,7 @@ typedef struct ck_tdef {
 /* No storage (an unreadable tensor). */
 #define CK_NO_STORAGE ((size_t)-1)
 
-/* t's storage index, CK_NO_STORAGE for none. */
-static inline size_t ck_tdef_storage(const ck_tdef *t)
-{
-    return t->sidx == CK_TDEF_NO_STORAGE ? CK_NO_STORAGE : (size_t)t->sidx;
-}
-/* Set it: i below INT32_MAX (ck_storage_new()), or CK_NO_STORAGE. */
+/* Set t's storage index: i below INT32_MAX (ck_storage_new()), or CK_NO_STORAGE. */
 static inline void ck_tdef_set_storage(ck_tdef *t, size_t i)
 {
     t->sidx = i >= CK_TDEF_NO_STORAGE ? CK_TDEF_NO_STORAGE : (uint32_t)i;

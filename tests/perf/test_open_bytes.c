@@ -36,13 +36,29 @@ static uint64_t resident(void)
 }
 
 /* A stored ZIP of n records (more than tests/unit/build.h's zipb holds):
- * local headers and data, the central directory, the ZIP64 end records (the
- * end record's 16-bit counts overflow) and the end record. */
+ * local headers and data, the central directory, and the end records
+ * (tests/unit/build.h's zb_end_records()). */
 typedef struct rec {
     char name[32];
     uint64_t off, size;
     uint32_t crc;
 } rec;
+
+/* What a local header and a central directory entry both say of a stored
+ * record, from the version needed to the extra field's length (none). */
+static void record_fields(bb *out, const rec *r)
+{
+    bb_le16(out, 20);   /* version needed */
+    bb_le16(out, 0);    /* flags */
+    bb_le16(out, 0);    /* stored */
+    bb_le16(out, 0);    /* time */
+    bb_le16(out, 0x21); /* date */
+    bb_le32(out, r->crc);
+    bb_le32(out, (uint32_t)r->size);
+    bb_le32(out, (uint32_t)r->size);
+    bb_le16(out, (uint32_t)strlen(r->name));
+    bb_le16(out, 0);
+}
 
 static void zip_add(bb *out, rec *r, const char *name, const void *data, size_t n)
 {
@@ -50,19 +66,9 @@ static void zip_add(bb *out, rec *r, const char *name, const void *data, size_t 
     r->off = out->n;
     r->size = n;
     r->crc = (uint32_t)crc32(0, data, (uInt)n);
-    size_t nl = strlen(r->name);
     bb_le32(out, 0x04034b50u);
-    bb_le16(out, 20);
-    bb_le16(out, 0); /* flags */
-    bb_le16(out, 0); /* stored */
-    bb_le16(out, 0);
-    bb_le16(out, 0x21);
-    bb_le32(out, r->crc);
-    bb_le32(out, (uint32_t)n);
-    bb_le32(out, (uint32_t)n);
-    bb_le16(out, (uint32_t)nl);
-    bb_le16(out, 0);
-    bb_put(out, r->name, nl);
+    record_fields(out, r);
+    bb_put(out, r->name, strlen(r->name));
     bb_put(out, data, n);
 }
 
@@ -70,49 +76,17 @@ static void zip_finish(bb *out, const rec *r, size_t n)
 {
     uint64_t cd = out->n;
     for (size_t i = 0; i < n; i++) {
-        size_t nl = strlen(r[i].name);
         bb_le32(out, 0x02014b50u);
-        bb_le16(out, 45);
-        bb_le16(out, 20);
-        bb_le16(out, 0);
-        bb_le16(out, 0);
-        bb_le16(out, 0);
-        bb_le16(out, 0x21);
-        bb_le32(out, r[i].crc);
-        bb_le32(out, (uint32_t)r[i].size);
-        bb_le32(out, (uint32_t)r[i].size);
-        bb_le16(out, (uint32_t)nl);
-        bb_le16(out, 0); /* extra */
+        bb_le16(out, 45); /* made by */
+        record_fields(out, &r[i]);
         bb_le16(out, 0); /* comment */
         bb_le16(out, 0); /* disk */
         bb_le16(out, 0); /* internal attributes */
         bb_le32(out, 0); /* external attributes */
         bb_le32(out, (uint32_t)r[i].off);
-        bb_put(out, r[i].name, nl);
+        bb_put(out, r[i].name, strlen(r[i].name));
     }
-    uint64_t cd_size = out->n - cd, z64 = out->n;
-    bb_le32(out, 0x06064b50u);
-    bb_le64(out, 44);
-    bb_le16(out, 45);
-    bb_le16(out, 45);
-    bb_le32(out, 0);
-    bb_le32(out, 0);
-    bb_le64(out, (uint64_t)n);
-    bb_le64(out, (uint64_t)n);
-    bb_le64(out, cd_size);
-    bb_le64(out, cd);
-    bb_le32(out, 0x07064b50u);
-    bb_le32(out, 0);
-    bb_le64(out, z64);
-    bb_le32(out, 1);
-    bb_le32(out, 0x06054b50u);
-    bb_le16(out, 0);
-    bb_le16(out, 0);
-    bb_le16(out, 0xFFFF);
-    bb_le16(out, 0xFFFF);
-    bb_le32(out, (uint32_t)cd_size);
-    bb_le32(out, (uint32_t)cd);
-    bb_le16(out, 0);
+    zb_end_records(out, (uint64_t)n, cd, 1, 1); /* the 16-bit counts overflow */
 }
 
 /* A value torch's pickler writes once and fetches again: the first time

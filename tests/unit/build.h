@@ -457,6 +457,39 @@ static inline int zb_add(zipb *z, const char *name, const void *data, size_t n)
     return zb_add_ex(z, name, data, n, 0, 0);
 }
 
+/* After a central directory of n records (cd_off, ending at b->n): the
+ * ZIP64 end record and its locator (zip64), then the end record, whose
+ * fields say 0xFFFF.. (eocd_ff: look in the ZIP64 one) or the values. */
+static inline void zb_end_records(bb *b, uint64_t n, uint64_t cd_off, int zip64, int eocd_ff)
+{
+    uint64_t cd_size = b->n - cd_off;
+    if (zip64) {
+        uint64_t z64 = b->n;
+        bb_le32(b, 0x06064b50u);
+        bb_le64(b, 44);
+        bb_le16(b, 45);
+        bb_le16(b, 45);
+        bb_le32(b, 0);
+        bb_le32(b, 0);
+        bb_le64(b, n);
+        bb_le64(b, n);
+        bb_le64(b, cd_size);
+        bb_le64(b, cd_off);
+        bb_le32(b, 0x07064b50u);
+        bb_le32(b, 0);
+        bb_le64(b, z64);
+        bb_le32(b, 1);
+    }
+    bb_le32(b, 0x06054b50u);
+    bb_le16(b, 0);
+    bb_le16(b, 0);
+    bb_le16(b, eocd_ff ? 0xFFFF : (uint32_t)n);
+    bb_le16(b, eocd_ff ? 0xFFFF : (uint32_t)n);
+    bb_le32(b, eocd_ff ? 0xFFFFFFFFu : (uint32_t)cd_size);
+    bb_le32(b, eocd_ff ? 0xFFFFFFFFu : (uint32_t)cd_off);
+    bb_le16(b, 0);
+}
+
 static inline void zb_finish(zipb *z)
 {
     bb *b = &z->out;
@@ -490,32 +523,7 @@ static inline void zb_finish(zipb *z)
             bb_le64(b, e->local_off);
         }
     }
-    uint64_t cd_size = b->n - cd_off;
-    if (!z->no_zip64) {
-        uint64_t z64 = b->n;
-        bb_le32(b, 0x06064b50u);
-        bb_le64(b, 44);
-        bb_le16(b, 45);
-        bb_le16(b, 45);
-        bb_le32(b, 0);
-        bb_le32(b, 0);
-        bb_le64(b, (uint64_t)z->n);
-        bb_le64(b, (uint64_t)z->n);
-        bb_le64(b, cd_size);
-        bb_le64(b, cd_off);
-        bb_le32(b, 0x07064b50u);
-        bb_le32(b, 0);
-        bb_le64(b, z64);
-        bb_le32(b, 1);
-    }
-    bb_le32(b, 0x06054b50u);
-    bb_le16(b, 0);
-    bb_le16(b, 0);
-    bb_le16(b, z->eocd_ff ? 0xFFFF : (uint32_t)z->n);
-    bb_le16(b, z->eocd_ff ? 0xFFFF : (uint32_t)z->n);
-    bb_le32(b, z->eocd_ff ? 0xFFFFFFFFu : (uint32_t)cd_size);
-    bb_le32(b, z->eocd_ff ? 0xFFFFFFFFu : (uint32_t)cd_off);
-    bb_le16(b, 0);
+    zb_end_records(b, (uint64_t)z->n, cd_off, !z->no_zip64, z->eocd_ff);
 }
 
 static inline const zb_entry *zb_find(const zipb *z, const char *name)
