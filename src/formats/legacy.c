@@ -86,11 +86,12 @@ int ck_legacy_open(ckpt_file *f, ckpt_error *err)
             return -1;
         }
         uint64_t count = ck_le64(h);
-        if (count != s->declared) {
+        if (count != ck_storage_declared(s)) {
             ck_win_free(&w);
             return ck_fail(err, CKPT_E_FORMAT, (int64_t)off,
                            "legacy storage '%s' holds %llu elements but the pickle declared %llu",
-                           s->pub.key, (unsigned long long)count, (unsigned long long)s->declared);
+                           s->pub.key, (unsigned long long)count,
+                           (unsigned long long)ck_storage_declared(s));
         }
         off += 8;
         if (s->pub.nbytes > f->src.size - off) {

@@ -268,8 +268,7 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage key %s appears twice", kb);
         ck_storage *s = &f->storages[idx];
         s->pub.dtype = dt;
-        s->pub.nbytes = nbytes;
-        s->declared = count;
+        s->pub.nbytes = nbytes; /* count elements: ck_storage_declared() */
         s->pub.file_offset = (int64_t)off;
         s->resolved = true;
         off += nbytes;
@@ -291,7 +290,8 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu has no root storage %s",
                            i, kb);
         ck_storage *r = &f->storages[ridx];
-        if ((uint64_t)o > r->declared || (uint64_t)cnt > r->declared - (uint64_t)o)
+        uint64_t declared = ck_storage_declared(r);
+        if ((uint64_t)o > declared || (uint64_t)cnt > declared - (uint64_t)o)
             return ck_fail(err, CKPT_E_FORMAT, pos, "TAR storage view %zu lies outside its root",
                            i);
         kn = (size_t)snprintf(kb, sizeof kb, "%lld", (long long)vk);
@@ -306,7 +306,6 @@ static int read_storages(ckpt_file *f, const member *m, ckpt_error *err)
         s->root = (int32_t)ridx;
         s->view_off = (uint64_t)o * es;
         s->pub.nbytes = (uint64_t)cnt * es;
-        s->declared = (uint64_t)cnt;
         s->pub.file_offset = r->pub.file_offset + (int64_t)s->view_off;
         s->resolved = true;
     }

@@ -30,7 +30,7 @@ const char *ckpt_format_name(ckpt_format fmt)
 }
 
 /* one of each a storage and a rebuilt tensor: keep them small */
-_Static_assert(sizeof(ck_storage) <= 64, "ck_storage grew");
+_Static_assert(sizeof(ck_storage) <= 48, "ck_storage grew");
 _Static_assert(sizeof(ck_tdef) <= 56, "ck_tdef grew");
 
 /* ---- the name index (ckpt_find) ----------------------------------------- */

@@ -46,7 +46,7 @@ int ck_storage_add(ckpt_file *f, const char *key, size_t klen, bool copy, size_t
     if (!s->pub.key) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     s->pub.file_offset = -1;
     s->root = -1;
-    s->decl_pos = -1;
+    s->decl_pos = -1; /* or a record, or a view's offset, once known */
     *idx = f->nstorages++;
     return 0;
 }
@@ -151,13 +151,12 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
     if (created) {
         s->pub.dtype = dt;
         s->untyped = p.cls->aux2;
-        s->declared = (uint64_t)p.numel;
-        s->decl_pos = pos;
-        s->pub.nbytes = nbytes;
-    } else if (s->declared != (uint64_t)p.numel && s->root < 0) {
+        s->pub.nbytes = nbytes;        /* p.numel elements: ck_storage_declared() */
+        if (legacy) s->decl_pos = pos; /* a ZIP storage's word is its record */
+    } else if (ck_storage_declared(s) != (uint64_t)p.numel && s->root < 0) {
         ck_fail(err, CKPT_E_FORMAT, pos,
                 "storage '%s' declared with %lld elements, earlier with %llu", p.key,
-                (long long)p.numel, (unsigned long long)s->declared);
+                (long long)p.numel, (unsigned long long)ck_storage_declared(s));
         return NULL;
     }
     if (!p.view) {
@@ -182,10 +181,11 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         ck_fail(err, CKPT_E_PICKLE, pos, "bad storage view metadata");
         return NULL;
     }
-    if ((uint64_t)voff > s->declared || (uint64_t)vsize > s->declared - (uint64_t)voff) {
+    uint64_t declared = ck_storage_declared(s);
+    if ((uint64_t)voff > declared || (uint64_t)vsize > declared - (uint64_t)voff) {
         ck_fail(err, CKPT_E_FORMAT, pos,
                 "storage view [%lld, +%lld) lies outside storage '%s' of %llu elements",
-                (long long)voff, (long long)vsize, p.key, (unsigned long long)s->declared);
+                (long long)voff, (long long)vsize, p.key, (unsigned long long)declared);
         return NULL;
     }
     size_t root = idx, vidx;
@@ -201,9 +201,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         vs->pub.dtype = s->pub.dtype;
         vs->root = (int32_t)root;
         vs->view_off = (uint64_t)voff * es;
-        vs->pub.nbytes = (uint64_t)vsize * es;
-        vs->declared = (uint64_t)vsize;
-        vs->decl_pos = pos;
+        vs->pub.nbytes = (uint64_t)vsize * es; /* vsize elements */
     } else if (vs->root != (int64_t)root) {
         ck_fail(err, CKPT_E_FORMAT, pos, "storage view '%s' reused with another root", vkey);
         return NULL;

@@ -140,20 +140,27 @@ static inline ck_tdef *ck_tdef_of(const ckpt_value *v)
 typedef struct ck_storage {
     ckpt_storage pub;  /* pub.key: the arena copy of the key, or the tail of
                           its ZIP record's name (ck_storage_add()) */
-    union {               /* a view (root >= 0) has no record of its own, and
-                             only legacy/tar storages are views */
-        size_t rec;       /* root >= 0 never: the container's record of it
-                             (ZIP: its entry) */
-        uint64_t view_off; /* root >= 0: bytes into the root */
+    union {            /* one word, whose meaning the kind of storage says: */
+        size_t rec;    /* ZIP: its entry (the container's record of it) */
+        uint64_t view_off; /* a legacy/TAR view (root >= 0): bytes into the root */
+        int64_t decl_pos;  /* a legacy root: the file offset where the pickle
+                              declared it (for errors), -1 unknown */
     };
-    uint64_t declared; /* legacy/tar: numel declared by the pickle */
-    int64_t decl_pos;  /* file offset where it was declared */
     int32_t root;      /* legacy/tar view: index of the root storage, -1
                           (ck_storage_new() keeps indices below INT32_MAX) */
     bool packed;       /* compressed: only the container reads them */
-    bool resolved;     /* data_off/pub.nbytes known */
+    bool resolved;     /* its file offset and pub.nbytes known */
     bool untyped;      /* UntypedStorage (dtype from the tensor) */
 } ck_storage;
+
+/* The element count the pickle declared: pub.nbytes is it times the
+ * declaring class's element size, the class's dtype unless untyped (whose
+ * size is counted in bytes, and whose pub.dtype a typed view may set). */
+static inline uint64_t ck_storage_declared(const ck_storage *s)
+{
+    size_t es = s->untyped ? 1 : ck_dtype_size(s->pub.dtype);
+    return es ? s->pub.nbytes / es : s->pub.nbytes;
+}
 
 /* Where a storage's bytes start in the file: not packed, resolved, and not
  * a part of a sharded set (whose bytes are in another file). */
