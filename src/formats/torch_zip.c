@@ -793,7 +793,7 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
         rec->has_crc = z->crc != 0;
         rec->crc32 = z->crc;
         rec->data_offset = w->base + ck_zip_data_off(z);
-        rec->compressed_size = z->comp_size;
+        rec->compressed_size = ck_zip_comp_size(&w->zip, z);
         rec->size = z->size;
         return 0;
     }
@@ -802,7 +802,7 @@ static int zip_record(const ckpt_file *f, const ck_storage *s, ckpt_record *rec,
     rec->has_crc = z->crc != 0;
     rec->crc32 = z->crc;
     rec->data_offset = ck_zip_data_off(z);
-    rec->compressed_size = z->comp_size;
+    rec->compressed_size = ck_zip_comp_size(&ZI(f)->zip, z);
     rec->size = z->size;
     return 0;
 }

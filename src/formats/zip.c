@@ -20,7 +20,7 @@
 #include <string.h>
 #include <zlib.h>
 
-_Static_assert(sizeof(ck_zip_entry) <= 32, "ck_zip_entry grew");
+_Static_assert(sizeof(ck_zip_entry) <= 24, "ck_zip_entry grew");
 
 /* Inflate state: where one pass over a deflated record has got to.  One per
  * file (guarded by its mutex), and one per read that finds it busy. */
@@ -161,7 +161,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         ck_zip_entry *z = &a->e[i];
         uint16_t flags = ck_le16(h + 8), method = ck_le16(h + 10);
         z->crc = ck_le32(h + 16);
-        z->comp_size = ck_le32(h + 20);
+        uint64_t comp = ck_le32(h + 20);
         z->size = ck_le32(h + 24);
         uint16_t nlen = ck_le16(h + 28), xlen = ck_le16(h + 30), clen = ck_le16(h + 32);
         uint64_t local_off = ck_le32(h + 42);
@@ -204,7 +204,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             if ((size_t)(xe - x - 4) < sz) break;
             if (id == 1) {
                 const uint8_t *q = x + 4, *qe = q + sz;
-                uint64_t *fields[3] = {&z->size, &z->comp_size, &local_off};
+                uint64_t *fields[3] = {&z->size, &comp, &local_off};
                 for (int k = 0; k < 3; k++) {
                     if (*fields[k] != 0xFFFFFFFFu) continue;
                     if (qe - q < 8) {
@@ -228,23 +228,31 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     ck_zip_name(a, z));
             goto out;
         }
-        if (method == 0 && z->comp_size != z->size) {
+        if (method == 0 && comp != z->size) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "stored record '%s' has compressed size %llu but size %llu", ck_zip_name(a, z),
-                    (unsigned long long)z->comp_size, (unsigned long long)z->size);
+                    (unsigned long long)comp, (unsigned long long)z->size);
             goto out;
         }
         /* deflate expands at most 1032:1: a larger declared size is a lie that
          * would size buffers (whole records, strided reads) beyond any real data */
-        if (method == 8 && z->comp_size < UINT64_MAX / 1032 - 1 &&
-            z->size > (z->comp_size + 1) * 1032) {
+        if (method == 8 && comp < UINT64_MAX / 1032 - 1 && z->size > (comp + 1) * 1032) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)p,
                     "deflated record '%s' declares %llu bytes, more than its %llu compressed bytes "
                     "can hold",
-                    ck_zip_name(a, z), (unsigned long long)z->size,
-                    (unsigned long long)z->comp_size);
+                    ck_zip_name(a, z), (unsigned long long)z->size, (unsigned long long)comp);
             goto out;
         }
+        if (comp != z->size && !a->comp) { /* sizes no longer one number */
+            uint64_t *c = malloc((size_t)entries * sizeof *c);
+            if (!c) {
+                ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                goto out;
+            }
+            for (size_t k = 0; k < i; k++) c[k] = a->e[k].size;
+            a->comp = c;
+        }
+        if (a->comp) a->comp[i] = comp;
         if (local_off > CK_ZIP_OFF_MAX && huge_i == SIZE_MAX) { /* told below */
             huge_i = (size_t)i;
             huge_off = local_off;
@@ -290,10 +298,11 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         }
         uint32_t lh = (uint32_t)ck_le16(h + 26) + ck_le16(h + 28);
         uint64_t data = local_off + 30 + lh;
-        if (data > cd_off || z->comp_size > cd_off - data) {
+        uint64_t comp = ck_zip_comp_size(a, z);
+        if (data > cd_off || comp > cd_off - data) {
             ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                     "record '%s' (%llu bytes at %llu) runs into the central directory",
-                    ck_zip_name(a, z), (unsigned long long)z->comp_size, (unsigned long long)data);
+                    ck_zip_name(a, z), (unsigned long long)comp, (unsigned long long)data);
             goto out;
         }
         if (data > CK_ZIP_OFF_MAX) { /* only in a file of more than 64 TiB */
@@ -341,12 +350,13 @@ static int inflate_from(const ck_zip *a, ck_inflater *st, const ck_zip_entry *z,
     uint8_t *dst = out;
     while (st->out_pos < want_end) {
         if (zs->avail_in == 0) {
-            if (st->in_pos == z->comp_size) {
+            uint64_t comp = ck_zip_comp_size(a, z);
+            if (st->in_pos == comp) {
                 inflater_end(st);
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)ck_zip_data_off(z),
                                "deflated record '%s' ends early", ck_zip_name(a, z));
             }
-            uint64_t k = z->comp_size - st->in_pos < chunk ? z->comp_size - st->in_pos : chunk;
+            uint64_t k = comp - st->in_pos < chunk ? comp - st->in_pos : chunk;
             if (ck_read(a->src, ck_zip_data_off(z) + st->in_pos, st->in, (size_t)k,
                         ck_zip_name(a, z), err)) {
                 inflater_end(st);
@@ -474,7 +484,7 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
     uint64_t total = 0, done = 0;
     if (progress)
         for (size_t i = 0; i < a->n; i++)
-            if (ck_add_ovf(total, a->e[i].comp_size, &total)) total = UINT64_MAX;
+            if (ck_add_ovf(total, ck_zip_comp_size(a, &a->e[i]), &total)) total = UINT64_MAX;
     for (size_t i = 0; i < a->n; i++) {
         const ck_zip_entry *z = &a->e[i];
         if (progress && i > 0) progress(ctx, done, total);
@@ -506,7 +516,7 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
             if (lcrc != z->crc)
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                                "local header crc differs for %s", ck_zip_name(a, z));
-            if ((lcomp != 0xFFFFFFFFu && lcomp != z->comp_size) ||
+            if ((lcomp != 0xFFFFFFFFu && lcomp != ck_zip_comp_size(a, z)) ||
                 (lsize != 0xFFFFFFFFu && lsize != z->size))
                 return ck_fail(err, CKPT_E_FORMAT, (int64_t)local_off,
                                "local header sizes differ for %s", ck_zip_name(a, z));
@@ -525,7 +535,7 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
                            z->crc, crc);
         }
         if (lflags & 8) { /* data descriptor: [sig] crc comp size (32 or 64 bit) */
-            uint64_t d = ck_zip_data_off(z) + z->comp_size;
+            uint64_t d = ck_zip_data_off(z) + ck_zip_comp_size(a, z);
             uint8_t dd[24];
             size_t avail = a->src->size - d < sizeof dd ? (size_t)(a->src->size - d) : sizeof dd;
             if (avail >= 12) {
@@ -536,7 +546,7 @@ int ck_zip_check(const ck_zip *a, void (*note)(void *, const char *),
                                    "data descriptor crc differs for %s", ck_zip_name(a, z));
             }
         }
-        if (ck_add_ovf(done, z->comp_size, &done)) done = UINT64_MAX;
+        if (ck_add_ovf(done, ck_zip_comp_size(a, z), &done)) done = UINT64_MAX;
     }
     if (progress) progress(ctx, total, total);
     return 0;
@@ -561,6 +571,8 @@ void ck_zip_free(ck_zip *a)
     free(a->names);
     free(a->cd_pos);
     a->cd_pos = NULL;
+    free(a->comp);
+    a->comp = NULL;
     if (a->names_charged) ck_mem_release(a->arena, a->names_charged);
     inflater_free(a->inflater);
     a->e = NULL;

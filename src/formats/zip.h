@@ -7,15 +7,16 @@
 
 #include "../common/common.h"
 
-/* One record, 32 bytes (a 1M-record archive holds a million of them): its
+/* One record, 24 bytes (a 1M-record archive holds a million of them): its
  * name is an offset into the archive's one names buffer (ck_zip_name()),
  * and where its bytes start shares a word with its local header's lengths
  * and its method (ck_zip_data_off(), ck_zip_local_off(), ck_zip_method();
  * the index refuses an archive whose records start past 64 TiB, or whose
- * names take 4 GiB); its central directory entry is derived
- * (ck_zip_cd_pos()). */
+ * names take 4 GiB); its compressed size is its size unless the archive
+ * keeps a table of them (ck_zip_comp_size()); its central directory entry
+ * is derived (ck_zip_cd_pos()). */
 typedef struct ck_zip_entry {
-    uint64_t comp_size, size;
+    uint64_t size;
     uint64_t at; /* bits 0-45: where its bytes start; 46-62: the local
                       header's name + extra lengths; 63: deflated */
     uint32_t crc;
@@ -43,6 +44,8 @@ typedef struct ck_zip {
     uint64_t cd_off;        /* the central directory's first byte */
     int64_t *cd_pos; /* each record's central directory entry; NULL while
                         every entry is 46 bytes and its name (torch's) */
+    uint64_t *comp;  /* each record's compressed size; NULL while every
+                        record's is its size (stored records: torch's) */
     ck_inflater *inflater; /* when records are deflated: sequential reads resume */
 } ck_zip;
 
@@ -69,6 +72,12 @@ static inline size_t ck_zip_name_len(const ck_zip *a, const ck_zip_entry *z)
 {
     size_t next = z + 1 < a->e + a->n ? z[1].name : (size_t)(a->names_end - a->names);
     return next - z->name - 1;
+}
+
+/* The bytes its content takes in the archive (deflated: compressed). */
+static inline uint64_t ck_zip_comp_size(const ck_zip *a, const ck_zip_entry *z)
+{
+    return a->comp ? a->comp[z - a->e] : z->size;
 }
 
 /* Where a record's central directory entry starts (for messages). */
