@@ -41,17 +41,30 @@ void ck_name_index_free(ck_name_index *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Room for n names in all (0, or -1 on OOM).  No name is hashed again. */
+/* A slot's home: the tag scaled to the table (any size, not only a power
+ * of two, so that a table sized once for n names takes 1.5 n slots). */
+static inline size_t name_home(uint32_t tag, size_t cap)
+{
+    return (size_t)(((uint64_t)tag * cap) >> 32);
+}
+
+/* Room for n names in all, at most two thirds of the slots used (0, or -1
+ * on OOM).  No name is hashed again: a slot's tag gives its home. */
 static int name_index_reserve(ck_name_index *m, size_t n)
 {
-    size_t ncap = m->cap ? m->cap : 64;
-    while (n > ncap / 2) {
-        if (ncap > ((size_t)1 << 31)) return -1; /* tags hold the home index */
-        ncap *= 2;
-    }
-    if (ncap <= m->cap) return 0;
-    ck_map_slot *slots = ck_slots_rehash(m->slots, m->cap, ncap);
+    if (n <= m->cap / 3 * 2) return 0;
+    size_t ncap = n + n / 2 + 1;
+    if (ncap < 64) ncap = 64;
+    if (ncap < m->cap * 2) ncap = m->cap * 2; /* grown again: by doubling */
+    if (ncap > ((size_t)1 << 32) || ncap > SIZE_MAX / sizeof *m->slots) return -1;
+    ck_map_slot *slots = calloc(ncap, sizeof *slots);
     if (!slots) return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].idx) continue;
+        size_t j = name_home(m->slots[i].tag, ncap);
+        while (slots[j].idx) j = j + 1 == ncap ? 0 : j + 1;
+        slots[j] = m->slots[i];
+    }
     free(m->slots);
     m->slots = slots;
     m->cap = ncap;
@@ -71,8 +84,8 @@ static int name_index_add(ckpt_file *f, size_t idx, size_t n, uint64_t h)
     if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
     const char *k = f->listed[idx].name;
     uint32_t tag = (uint32_t)h;
-    size_t mask = m->cap - 1, i;
-    for (i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask)
+    size_t i;
+    for (i = name_home(tag, m->cap); m->slots[i].idx; i = i + 1 == m->cap ? 0 : i + 1)
         if (m->slots[i].tag == tag && name_is(f->listed[m->slots[i].idx - 1].name, k, n)) return 1;
     m->slots[i].tag = tag;
     m->slots[i].idx = (uint32_t)(idx + 1);
@@ -88,8 +101,7 @@ static size_t name_index_get(const ckpt_file *f, const char *k)
     size_t n = strlen(k);
     uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
-    size_t mask = m->cap - 1;
-    for (size_t i = (size_t)h & mask; m->slots[i].idx; i = (i + 1) & mask) {
+    for (size_t i = name_home(tag, m->cap); m->slots[i].idx; i = i + 1 == m->cap ? 0 : i + 1) {
         size_t idx = m->slots[i].idx - 1;
         if (m->slots[i].tag == tag && name_is(f->listed[idx].name, k, n)) return idx;
     }
@@ -782,7 +794,7 @@ static int emit_one(walker *w, ck_tdef *t)
     if (!l->name) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     uint64_t h = ck_hash(l->name, nlen);
     if (f->tensor_names.cap) /* where it will go when the next one is listed */
-        __builtin_prefetch(&f->tensor_names.slots[h & (f->tensor_names.cap - 1)]);
+        __builtin_prefetch(&f->tensor_names.slots[name_home((uint32_t)h, f->tensor_names.cap)]);
     w->pending = f->ntensors + 1;
     w->pending_len = nlen;
     w->pending_h = h;

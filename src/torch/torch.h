@@ -174,10 +174,11 @@ static inline uint64_t ck_storage_data_off(const ck_storage *s)
 /* Tensor name -> index of f->tensors, for ckpt_find(): open addressing
  * whose slots hold the hash's low half and the index + 1; the key is the
  * listed tensor's own name (no copy, no entry array).  8 bytes a slot, at
- * most half of them used. */
+ * most two thirds of them used; any number of slots (sized once for the
+ * tensors a file's rebuilds promise), a slot's home the tag scaled to it. */
 typedef struct ck_name_index {
     ck_map_slot *slots; /* as a ck_map's, without its entries */
-    size_t count, cap;  /* cap: a power of two, or 0 */
+    size_t count, cap;  /* cap: at most 2^32, or 0 */
 } ck_name_index;
 void ck_name_index_free(ck_name_index *m);
 
