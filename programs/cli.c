@@ -439,7 +439,10 @@ ckpt_file *cli_open(const char *path, const char *key)
 /* stdout                                                                     */
 /* ------------------------------------------------------------------------ */
 
-#define CLI_STDOUT_BUF (1u << 20)
+/* A pipe's capacity: larger buffers save no system call worth having (a
+ * write larger than it goes out directly) and a listing fills all of it,
+ * resident beside the open file. */
+#define CLI_STDOUT_BUF (64u << 10)
 
 static char *stdout_buf;
 static int stdout_errno;
