@@ -85,6 +85,7 @@ struct ck_machine {
     uint64_t *putbits; /* keys memoized so far (MEMOIZE counts distinct keys) */
     size_t cap_pw;
     ckpt_value *consumed; /* call arguments a hook kept nothing of (reclaim) */
+    uint64_t fast_ops;    /* opcodes a fast_call stood for (ck_machine_skip()) */
     int proto_seen;
     int need_more;
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
@@ -1216,6 +1217,29 @@ static int build(machine *m, ckpt_value *target, ckpt_value *state)
     }
 }
 
+/* BINPERSID of pid: the hook's value; a new storage value means the pid
+ * was read and nothing of it kept. */
+static ckpt_value *persistent(machine *m, ckpt_value *pid)
+{
+    if (!m->u->hooks.persistent_load) {
+        PFAIL("persistent id in a pickle that cannot have one");
+        return NULL;
+    }
+    ckpt_value *v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, op_pos(m), m->err);
+    if (!v) return NULL;
+    if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
+        pin(v);
+    else if (m->elide) /* a new storage value: the pid was read, nothing kept */
+        reclaim(m, pid, v, 0);
+    return v;
+}
+
+/* A fast_call stands for at most this many opcodes, and pushes at most
+ * this many stack entries and marks (run() offers it a call only within
+ * both limits, so that it never has to report one). */
+#define FAST_OPS 256u
+#define FAST_DEPTH 96u
+
 /* ---- the loop ---------------------------------------------------------- */
 
 static int run(machine *m, ckpt_value **result)
@@ -1251,6 +1275,20 @@ static int run(machine *m, ckpt_value **result)
             *result = v;
             return 0;
         case '(': /* MARK */
+            if (m->elide && m->sp > fence(m) && (v = m->stack[m->sp - 1])->kind == CKPT_V_GLOBAL &&
+                v->gid == m->u->hooks.fast_gid && v->gid >= CK_TAG_HOOK && m->u->hooks.fast_call &&
+                ops + FAST_OPS <= max_ops &&
+                (uint64_t)m->sp + m->nmarks + FAST_DEPTH < m->max_stack) {
+                m->fast_ops = 0;
+                int r = m->u->hooks.fast_call(m->u->hooks.ud, m, v, &b);
+                if (r < 0) return -1;
+                if (r == 0) { /* the call made: its result stands for the callable */
+                    m->stack[m->sp - 1] = b;
+                    ops += m->fast_ops;
+                    break;
+                }
+                m->opp = m->p - 1;
+            }
             if ((uint64_t)m->sp + m->nmarks >= m->u->opt->max_stack)
                 return FAIL(CKPT_E_LIMIT, "pickle stack deeper than %u (max_stack)",
                             m->u->opt->max_stack);
@@ -1595,14 +1633,7 @@ static int run(machine *m, ckpt_value **result)
             } else if (!(pid = pop(m))) {
                 return -1;
             }
-            if (!m->u->hooks.persistent_load)
-                return PFAIL("persistent id in a pickle that cannot have one");
-            v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, op_pos(m), m->err);
-            if (!v) return -1;
-            if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
-                pin(v);
-            else if (m->elide) /* a new storage value: the pid was read, nothing kept */
-                reclaim(m, pid, v, 0);
+            if (!(v = persistent(m, pid))) return -1;
             CK_TRY(push(m, v));
             break;
         }
@@ -1731,6 +1762,69 @@ int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_val
 {
     return seq_from(m, kind, src, out);
 }
+const uint8_t *ck_machine_rest(const ck_machine *m, const uint8_t **end)
+{
+    *end = m->end;
+    return m->p;
+}
+
+ckpt_value *ck_machine_memo_at(const ck_machine *m, uint64_t key)
+{
+    if (m->elide) {
+        size_t w = (size_t)(key / 64);
+        uint64_t bit = (uint64_t)1 << (key % 64);
+        if (key / 64 < m->nfw && (m->fetched[w] & bit))
+            return m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))];
+        return NULL;
+    }
+    return key < m->mcap2 ? m->mvals[key] : NULL;
+}
+
+bool ck_machine_put_idle(const ck_machine *m, uint64_t key)
+{
+    if (!m->elide || key >= m->memo_limit || key / 64 >= m->cap_pw) return false;
+    size_t w = (size_t)(key / 64);
+    return w >= m->nfw || !(m->fetched[w] & ((uint64_t)1 << (key % 64)));
+}
+
+void ck_machine_at(ck_machine *m, const uint8_t *op)
+{
+    m->opp = op;
+}
+
+void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint64_t *keys,
+                     size_t nkeys)
+{
+    for (size_t i = 0; i < nkeys; i++) { /* as memo_put() counts an idle key */
+        size_t w = (size_t)(keys[i] / 64);
+        uint64_t bit = (uint64_t)1 << (keys[i] % 64);
+        if (!(m->putbits[w] & bit)) m->mcount++;
+        m->putbits[w] |= bit;
+    }
+    m->p = to;
+    m->fast_ops += ops;
+}
+
+void ck_machine_called(ck_machine *m, const ckpt_value *g)
+{
+    mark_called(m, g);
+}
+
+ckpt_value *ck_machine_persistent(ck_machine *m, ckpt_value **items, size_t n)
+{
+    ckpt_value *pid = new_seq_from(m, CKPT_V_TUPLE, items, n);
+    if (!pid) {
+        OOM();
+        return NULL;
+    }
+    return persistent(m, pid);
+}
+
+void ck_machine_give_back(ck_machine *m, ckpt_value *v)
+{
+    if (m->elide) reclaim(m, v, NULL, 0);
+}
+
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args)
 {
     m->consumed = (ckpt_value *)args;

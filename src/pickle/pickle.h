@@ -120,6 +120,18 @@ typedef struct ck_pickle_hooks {
     /* Told of every global a pickle named, once the pickle is done. */
     void (*on_global)(void *ctx, const ckpt_global_ref *g);
     void *on_global_ctx;
+    /* A fast path for one call a pickle makes over and over (torch's
+     * tensor rebuild): when MARK follows a GLOBAL of tag fast_gid (>=
+     * CK_TAG_HOOK) on the stack, and the machine elides the memo (the
+     * whole pickle is in memory), fast_call may read the call's bytes
+     * itself (ck_machine_rest()) and stand for every opcode up to the
+     * call's REDUCE: 0 with *out (the call's result: it replaces the
+     * callable on the stack; the bytes consumed and the opcodes counted
+     * with ck_machine_skip()), 1 declined (nothing changed: the machine
+     * runs the opcodes itself), -1 error.  It must decline whatever it
+     * does not read exactly as the machine would. */
+    uint8_t fast_gid;
+    int (*fast_call)(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value **out);
 } ck_pickle_hooks;
 
 /* For scanners (options.scan_all_pickles): a bytes value that may be a
@@ -190,6 +202,30 @@ int ck_machine_seq_from(ck_machine *m, ckpt_kind kind, ckpt_value *src, ckpt_val
  * pointer to `args` or anything in it: the machine may give them back once
  * the call returns (when it elides the memo: see pickle.c). */
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args);
+/* For fast_call (see ck_pickle_hooks): the bytes after the current opcode,
+ * to *end. */
+const uint8_t *ck_machine_rest(const ck_machine *m, const uint8_t **end);
+/* The value a GET of `key` would push now, or NULL (no such entry). */
+ckpt_value *ck_machine_memo_at(const ck_machine *m, uint64_t key);
+/* Whether a PUT of `key` would keep nothing and cannot fail: memo elision
+ * on, the key within the limit and its bookkeeping, and no GET of this
+ * pickle fetches it. */
+bool ck_machine_put_idle(const ck_machine *m, uint64_t key);
+/* Errors and ck_machine_pos() at the opcode at `op` (in the rest). */
+void ck_machine_at(ck_machine *m, const uint8_t *op);
+/* Consume the rest up to `to` as `ops` opcodes, among them idle PUTs of
+ * keys[0..nkeys) (ck_machine_put_idle()), in order.  Cannot fail. */
+void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint64_t *keys,
+                     size_t nkeys);
+/* A call of global g was made (for the scanner's report), as REDUCE says. */
+void ck_machine_called(ck_machine *m, const ckpt_value *g);
+/* BINPERSID of a tuple of items[0..n): the persistent_load hook's value,
+ * the tuple and what it alone held given back as the machine does; NULL
+ * with the error set. */
+ckpt_value *ck_machine_persistent(ck_machine *m, ckpt_value **items, size_t n);
+/* Give back v, a value nothing else refers to (a call's argument its hook
+ * kept nothing of), with what it alone holds; nothing without elision. */
+void ck_machine_give_back(ck_machine *m, ckpt_value *v);
 /* Whether v may be reachable from more than one place (memoized under a key
  * a GET fetches, DUPed, copied into a second container, returned by a hook);
  * false only for a value that one container or call alone holds. */
