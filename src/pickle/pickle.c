@@ -6,7 +6,9 @@
  * callables of Python's builtins that rebuild containers (OrderedDict, set,
  * bytes, copyreg, ...) are interpreted here by name, with their arguments
  * checked; every other global is offered to the hooks (pickle.h), which may
- * interpret a call or decline it.
+ * interpret a call or decline it.  One call a pickle makes over and over (a
+ * tensor rebuild) a hook may read from the bytes itself (fast_call), making
+ * the checks and calls the opcodes would make, or decline it.
  *
  * Limits: opcodes executed, stack + marks, memo entries, every length against
  * the bytes remaining.  No recursion: deep nesting costs heap, not C stack.

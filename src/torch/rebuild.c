@@ -4,8 +4,10 @@
  * find_class names the rebuild functions, storage classes, dtypes and the
  * tensor kinds we refuse; reduce interprets the rebuild calls (checked
  * arguments, then the one tensor validator) and torch.Size; it declines
- * everything else, which stays an inert object.  Also: running a pickle of
- * the file with these hooks (in memory or through a growing window).
+ * everything else, which stays an inert object; the fast path reads the
+ * rebuild of a state dict's tensor straight from its bytes.  Also: running
+ * a pickle of the file with these hooks (in memory or through a growing
+ * window).
  */
 #include "torch.h"
 
