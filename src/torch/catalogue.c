@@ -163,6 +163,14 @@ typedef struct walker {
     size_t pending;      /* its index + 1, 0 none */
     size_t pending_len;  /* its name's length */
     uint64_t pending_h;  /* its name's hash */
+    /* the root dict's keys hashed ahead (walk_dict()), by entry % 16, and
+     * the entry being walked */
+    struct {
+        const char *p;
+        size_t n;
+        uint64_t h;
+    } ahead[16];
+    size_t ahead_at;
 } walker;
 
 /* Add the pending name to the index: 0, or -1 with w->err set. */
@@ -287,12 +295,33 @@ static int walk_seq(walker *w, const ckpt_value *v, uint32_t depth)
     return 0;
 }
 
+/* Keys of a dict at the root are the names of its tensors: the name index
+ * slot of the key this many entries ahead is fetched from memory while the
+ * ones before it are listed (emit_one()'s own prefetch comes too late for
+ * an index that does not stay in cache). */
+#define NAME_AHEAD 8u
+
 static int walk_dict(walker *w, const ckpt_value *v, uint32_t depth)
 {
     char buf[48];
+    const ck_name_index *ni = &w->f->tensor_names;
+    bool ahead = w->len == 0 && ni->cap;
     for (size_t i = 0; i + 1 < v->u.seq.n; i += 2) {
         const char *s;
         const ckpt_value *k = v->u.seq.v[i];
+        if (ahead && i + 2 * NAME_AHEAD + 1 < v->u.seq.n) {
+            const ckpt_value *kn = v->u.seq.v[i + 2 * NAME_AHEAD];
+            if (kn->kind == CKPT_V_STR &&
+                v->u.seq.v[i + 2 * NAME_AHEAD + 1]->kind == CKPT_V_TENSOR) {
+                uint64_t h = ck_hash(kn->u.s.p, kn->u.s.n);
+                __builtin_prefetch(&ni->slots[name_home((uint32_t)h, ni->cap)]);
+                size_t j = (i / 2 + NAME_AHEAD) % 16;
+                w->ahead[j].p = kn->u.s.p;
+                w->ahead[j].n = kn->u.s.n;
+                w->ahead[j].h = h;
+            }
+        }
+        w->ahead_at = (i / 2) % 16;
         size_t n = key_name(k, i / 2, buf, sizeof buf, &s);
         CK_TRY(walk_child(w, s, n, k->kind == CKPT_V_STR || k->kind == CKPT_V_BIGINT,
                           v->u.seq.v[i + 1], depth));
@@ -792,7 +821,9 @@ static int emit_one(walker *w, ck_tdef *t)
     size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
     *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t};
     if (!l->name) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-    uint64_t h = ck_hash(l->name, nlen);
+    size_t j = w->ahead_at; /* hashed ahead by walk_dict() when the name is its key */
+    uint64_t h =
+        w->ahead[j].p == l->name && w->ahead[j].n == nlen ? w->ahead[j].h : ck_hash(l->name, nlen);
     if (f->tensor_names.cap) /* where it will go when the next one is listed */
         __builtin_prefetch(&f->tensor_names.slots[name_home((uint32_t)h, f->tensor_names.cap)]);
     w->pending = f->ntensors + 1;
