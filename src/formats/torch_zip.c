@@ -241,6 +241,9 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck_zip_entry *z,
                          const char *label, ck_pid_fn pl, void *ud, ckpt_value **out,
                          ckpt_error *err);
+static ckpt_value *pt2_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err);
+static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
+                    int64_t pos, size_t *idx, bool *created, ckpt_error *err);
 static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl,
                       void *ud, ckpt_value **out, ckpt_error *err)
 {
@@ -284,7 +287,14 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
     /* a scan reads the bytes after STOP too */
     in.discard = !f->opt.scan_all_pickles && (buf || f->src.mapped);
     size_t used = 0;
+    /* zip_pid()/pt2_pid() bind every persistent id through one binder: the
+     * fast path of the tensor rebuild may bind without the id tuple */
+    if (pl == zip_pid)
+        f->pid_binder = (ck_storage_binder){zip_bind, ud ? ud : (void *)"data/"};
+    else if (pl == pt2_pid)
+        f->pid_binder = (ck_storage_binder){pt2_bind, ud};
     int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
+    f->pid_binder = (ck_storage_binder){NULL, NULL};
     if (r == 0 && used < z->size)
         r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
     if (r == 0 && used < z->size && f->opt.scan_all_pickles) /* and a scan runs them */

@@ -440,30 +440,48 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
     for (uint32_t i = 0; i < nd; i++)
         if (shape[i] < 0 || stride[i] < 0) return 1; /* (rd_int reads none) */
 
+    if (keyv) {
+        key = keyv->u.s.p;
+        klen = keyv->u.s.n;
+    }
+    if (klen >= 64) return 1; /* the persistent id's "storage key is not a short string" */
+
     /* read as the machine would: now its calls, in its order */
-    ck_unpickler *u = ck_machine_unpickler(m);
-    ckpt_value *it[5] = {sname, cls, keyv ? keyv : ck_new_str(u, CKPT_V_STR, key, klen),
-                         locv ? locv : ck_new_str(u, CKPT_V_STR, loc, llen), ck_new(u, CKPT_V_INT)};
-    if (!it[2] || !it[3] || !it[4]) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    it[4]->u.i = numel;
     ck_machine_at(m, persid);
-    ckpt_value *sv = ck_machine_persistent(m, it, 5);
-    if (!sv) return -1;
+    ckpt_value *sv = NULL;
+    size_t si;
+    if (f->pid_binder.bind) { /* what BINPERSID would bind, without the id tuple */
+        char kb[64];
+        memcpy(kb, key, klen);
+        kb[klen] = 0;
+        CK_TRY(ck_storage_ref(f, cls, kb, klen, numel, ck_machine_pos(m), &f->pid_binder, &si,
+                              ck_machine_err(m)));
+    } else {
+        ck_unpickler *u = ck_machine_unpickler(m);
+        ckpt_value *it[5] = {sname, cls, keyv ? keyv : ck_new_str(u, CKPT_V_STR, key, klen),
+                             locv ? locv : ck_new_str(u, CKPT_V_STR, loc, llen),
+                             ck_new(u, CKPT_V_INT)};
+        if (!it[2] || !it[3] || !it[4]) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+        it[4]->u.i = numel;
+        if (!(sv = ck_machine_persistent(m, it, 5))) return -1;
+    }
     ck_machine_called(m, hooks); /* OrderedDict(): the backward hooks, not kept */
     ck_machine_at(m, reduce);
     ck_machine_called(m, callable);
-    if (sv->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
+    if (sv && sv->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
     CK_TRY(ck_machine_copied(m, 16 + 2 * (uint64_t)nd));
-    if (sv->aux2 & 1) return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
+    /* the storage value's class: this reference's (ck_storage_pid()) */
+    if ((sv ? sv->aux2 : cls->aux2) & 1)
+        return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
     int64_t *sh = nd ? ck_alloc_copy(&f->arena, shape, nd * sizeof *sh) : NULL;
     int64_t *st = nd ? ck_alloc_copy(&f->arena, stride, nd * sizeof *st) : NULL;
     if (nd && (!sh || !st)) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
     ck_tdef *t;
-    CK_TRY(ck_tensor_new(f, sv->u.handle, (ckpt_dtype)sv->aux, nd, sh, st, offset,
-                         ck_machine_pos(m), &t, ck_machine_err(m)));
+    CK_TRY(ck_tensor_new(f, sv ? sv->u.handle : si, (ckpt_dtype)(sv ? sv->aux : cls->aux), nd, sh,
+                         st, offset, ck_machine_pos(m), &t, ck_machine_err(m)));
     t->requires_grad = rg;
     if (!(*out = tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    if (!t->kind) ck_machine_give_back(m, sv);
+    if (sv && !t->kind) ck_machine_give_back(m, sv);
     ck_machine_skip(m, r.p, r.ops, r.puts, r.nputs);
     return 0;
 }

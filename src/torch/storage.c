@@ -129,6 +129,40 @@ ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err)
     return v;
 }
 
+/* The storage a persistent id names: bound (or found by key), made when new,
+ * its size checked against what an earlier id declared. */
+static int storage_ref(ckpt_file *f, const ckpt_value *cls, const char *key, size_t klen,
+                       int64_t numel, int64_t pos, bool legacy, const ck_storage_binder *b,
+                       size_t *idx, ckpt_error *err)
+{
+    ckpt_dtype dt = (ckpt_dtype)cls->aux;
+    uint64_t nbytes;
+    bool created;
+    CK_TRY(storage_size(f, legacy, dt, numel, pos, &nbytes, err));
+    if (b)
+        CK_TRY(b->bind(f, b->ud, key, klen, nbytes, pos, idx, &created, err));
+    else
+        CK_TRY(ck_storage_get(f, key, klen, idx, &created, err));
+    ck_storage *s = &f->storages[*idx];
+    if (created) {
+        s->pub.dtype = dt;
+        s->untyped = cls->aux2;
+        s->pub.nbytes = nbytes;        /* numel elements: ck_storage_declared() */
+        if (legacy) s->decl_pos = pos; /* a ZIP storage's word is its record */
+    } else if (ck_storage_declared(s) != (uint64_t)numel && s->root < 0) {
+        return ck_fail(err, CKPT_E_FORMAT, pos,
+                       "storage '%s' declared with %lld elements, earlier with %llu", key,
+                       (long long)numel, (unsigned long long)ck_storage_declared(s));
+    }
+    return 0;
+}
+
+int ck_storage_ref(ckpt_file *f, const ckpt_value *cls, const char *key, size_t klen, int64_t numel,
+                   int64_t pos, const ck_storage_binder *b, size_t *idx, ckpt_error *err)
+{
+    return storage_ref(f, cls, key, klen, numel, pos, false, b, idx, err);
+}
+
 ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy,
                            const ck_storage_binder *b, ckpt_error *err)
 {
@@ -138,27 +172,9 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
     storage_pid p;
     if (parse_pid(pid, pos, legacy, &p, err)) return NULL;
     ckpt_dtype dt = (ckpt_dtype)p.cls->aux;
-    uint64_t nbytes;
-    if (storage_size(f, legacy, dt, p.numel, pos, &nbytes, err)) return NULL;
     size_t idx;
-    bool created;
-    if (b) {
-        if (b->bind(f, b->ud, p.key, p.klen, nbytes, pos, &idx, &created, err)) return NULL;
-    } else if (ck_storage_get(f, p.key, p.klen, &idx, &created, err)) {
-        return NULL;
-    }
+    if (storage_ref(f, p.cls, p.key, p.klen, p.numel, pos, legacy, b, &idx, err)) return NULL;
     ck_storage *s = &f->storages[idx];
-    if (created) {
-        s->pub.dtype = dt;
-        s->untyped = p.cls->aux2;
-        s->pub.nbytes = nbytes;        /* p.numel elements: ck_storage_declared() */
-        if (legacy) s->decl_pos = pos; /* a ZIP storage's word is its record */
-    } else if (ck_storage_declared(s) != (uint64_t)p.numel && s->root < 0) {
-        ck_fail(err, CKPT_E_FORMAT, pos,
-                "storage '%s' declared with %lld elements, earlier with %llu", p.key,
-                (long long)p.numel, (unsigned long long)ck_storage_declared(s));
-        return NULL;
-    }
     if (!p.view) {
         /* torch 2.x writes one storage as ByteStorage for a uint8 tensor and
          * as UntypedStorage for a bits8/float8/... view of it: each reference
@@ -189,6 +205,7 @@ ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool lega
         return NULL;
     }
     size_t root = idx, vidx;
+    bool created;
     if (ck_storage_get(f, vkey, vklen, &vidx, &created, err)) return NULL;
     ck_storage *vs = &f->storages[vidx];
     s = &f->storages[root];

@@ -211,6 +211,15 @@ typedef struct ck_held_list {
 
 struct ck_format; /* formats/formats.h: a container's ops */
 
+/* Where a container keeps the bytes of a storage named by a persistent id:
+ * find or make its ck_storage (*created when new; a new one gets its bytes'
+ * place), checking it can hold `nbytes`.  NULL binder: storages by key. */
+typedef struct ck_storage_binder {
+    int (*bind)(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
+                size_t *idx, bool *created, ckpt_error *err);
+    void *ud;
+} ck_storage_binder;
+
 struct ckpt_file {
     ckpt_options opt;
     ck_source src;
@@ -226,6 +235,11 @@ struct ckpt_file {
     const char *version;
     const char *root_name;
     char *key_copy;
+
+    /* while a pickle runs whose persistent ids all go to ck_storage_pid()
+     * with this binder (a ZIP's data.pkl): the fast path binds without
+     * making the id tuple (rebuild.c); else bind is NULL */
+    ck_storage_binder pid_binder;
 
     ckpt_value *root; /* whole object */
     ckpt_value *sel;  /* selected key's value or root */
@@ -293,19 +307,16 @@ int ck_storage_add(ckpt_file *f, const char *key, size_t klen, bool copy, size_t
                    ckpt_error *err);
 ckpt_value *ck_storage_value(ckpt_file *f, size_t idx, ckpt_error *err);
 
-/* Where a container keeps the bytes of a storage named by a persistent id:
- * find or make its ck_storage (*created when new; a new one gets its bytes'
- * place), checking it can hold `nbytes`.  NULL binder: storages by key. */
-typedef struct ck_storage_binder {
-    int (*bind)(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes, int64_t pos,
-                size_t *idx, bool *created, ckpt_error *err);
-    void *ud;
-} ck_storage_binder;
 /* torch's persistent id ('storage', StorageClass, key, location, numel) and
  * the legacy stream's (... , view) / ('module', ...).  `legacy`: the
  * 6-field form, storages by key, sizes checked against the file. */
 ckpt_value *ck_storage_pid(ckpt_file *f, ckpt_value *pid, int64_t pos, bool legacy,
                            const ck_storage_binder *b, ckpt_error *err);
+/* What ck_storage_pid() makes of ('storage', cls, key, location, numel),
+ * a torch storage class, a key of fewer than 64 bytes and numel >= 0 (the
+ * 5-field form): the storage's index (its value is the caller's to make). */
+int ck_storage_ref(ckpt_file *f, const ckpt_value *cls, const char *key, size_t klen, int64_t numel,
+                   int64_t pos, const ck_storage_binder *b, size_t *idx, ckpt_error *err);
 
 /* ---- tensors ------------------------------------------------------------- */
 /* The one validator: a tensor of `dtype` over storage `storage` with

@@ -185,13 +185,13 @@ static void archive(zipb *z, pkl *p, int nstorages, const int64_t *numel, const 
 
 /* Open both archives: the same tensors, or the same error (`shift` bytes
  * later in the framed one). */
-static void same(const zipb *fast, const zipb *slow, int64_t shift, const ckpt_options *o)
+static void same_bytes(const bb *fast, const bb *slow, int64_t shift, const ckpt_options *o)
 {
     ckpt_error ef, es;
     memset(&ef, 0, sizeof ef);
     memset(&es, 0, sizeof es);
-    ckpt_file *a = ckpt_open_memory(fast->out.p, fast->out.n, o, &ef);
-    ckpt_file *b = ckpt_open_memory(slow->out.p, slow->out.n, o, &es);
+    ckpt_file *a = ckpt_open_memory(fast->p, fast->n, o, &ef);
+    ckpt_file *b = ckpt_open_memory(slow->p, slow->n, o, &es);
     CHECK((a != NULL) == (b != NULL));
     if (!a || !b) {
         if (!a && !b) {
@@ -229,6 +229,11 @@ static void same(const zipb *fast, const zipb *slow, int64_t shift, const ckpt_o
     }
     ckpt_close(a);
     ckpt_close(b);
+}
+
+static void same(const zipb *fast, const zipb *slow, int64_t shift, const ckpt_options *o)
+{
+    same_bytes(&fast->out, &slow->out, shift, o);
 }
 
 /* ---- many tensors, every form the fast path reads ------------------------- */
@@ -436,9 +441,35 @@ static void test_cases(void)
     }
 }
 
+/* The pickle alone, not in an archive: no persistent id can be read, and
+ * the open fails at the first tensor's BINPERSID, framed or not. */
+static void test_plain(void)
+{
+    SECTION("a plain pickle: no persistent ids");
+    bb b[2];
+    for (int form = 0; form < 2; form++) {
+        pkl p;
+        pkl_init(&p);
+        tw first = tw_1d("a", 0, 8), second = tw_1d("b", 1, 8);
+        first.frame = 1; /* the first is never fast: its class is not memoized yet */
+        second.frame = form;
+        tensor(&p, &first);
+        tensor(&p, &second);
+        pk_setitems(&p.b);
+        pk_stop(&p.b);
+        b[form] = p.b;
+    }
+    same_bytes(&b[0], &b[1], 0, NULL);
+    ckpt_error e = open_fail(&b[0], NULL);
+    CHECK_CONTAINS(e.message, "persistent id in a pickle that cannot have one");
+    bb_free(&b[0]);
+    bb_free(&b[1]);
+}
+
 int main(void)
 {
     test_many();
     test_cases();
+    test_plain();
     return ut_summary();
 }
