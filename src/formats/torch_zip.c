@@ -215,11 +215,14 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     return 0;
 }
 
-static ckpt_value *zip_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
+/* A persistent id of the pickle run_record_in() runs: bound by its binder
+ * (zip_bind with the records' prefix, or a .pt2 part's pt2_bind). */
+static ckpt_value *bound_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
 {
-    ck_storage_binder b = {zip_bind, ud ? ud : (void *)"data/"};
-    return ck_storage_pid(f, pid, pos, false, &b, err);
+    (void)ud;
+    return ck_storage_pid(f, pid, pos, false, &f->pid_binder, err);
 }
+#define ZIP_BINDER(prefix) ((ck_storage_binder){zip_bind, (void *)(prefix)})
 
 /* Read a small text record (version, byteorder). */
 static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t cap, ckpt_error *err)
@@ -239,21 +242,17 @@ static int small_record(ckpt_file *f, const ck_zip_entry *z, char *buf, size_t c
 
 /* Run the pickle stored in a record (stored in place, or inflated). */
 static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck_zip_entry *z,
-                         const char *label, ck_pid_fn pl, void *ud, ckpt_value **out,
-                         ckpt_error *err);
-static ckpt_value *pt2_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err);
-static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
-                    int64_t pos, size_t *idx, bool *created, ckpt_error *err);
-static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_pid_fn pl,
-                      void *ud, ckpt_value **out, ckpt_error *err)
+                         const char *label, ck_storage_binder b, ckpt_value **out, ckpt_error *err);
+static int run_record(ckpt_file *f, const ck_zip_entry *z, const char *label, ck_storage_binder b,
+                      ckpt_value **out, ckpt_error *err)
 {
-    return run_record_in(f, &ZI(f)->zip, 0, z, label, pl, ud, out, err);
+    return run_record_in(f, &ZI(f)->zip, 0, z, label, b, out, err);
 }
 
-/* Run a pickle record of `zz`, whose offsets start at file byte `base`. */
+/* Run a pickle record of `zz`, whose offsets start at file byte `base`;
+ * its persistent ids are bound by `b`. */
 static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck_zip_entry *z,
-                         const char *label, ck_pid_fn pl, void *ud, ckpt_value **out,
-                         ckpt_error *err)
+                         const char *label, ck_storage_binder b, ckpt_value **out, ckpt_error *err)
 {
     if (z->size > f->opt.max_pickle_bytes)
         return ck_fail(err, CKPT_E_LIMIT, ck_zip_cd_pos(zz, z),
@@ -287,14 +286,12 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
     /* a scan reads the bytes after STOP too */
     in.discard = !f->opt.scan_all_pickles && (buf || f->src.mapped);
     size_t used = 0;
-    /* zip_pid()/pt2_pid() bind every persistent id through one binder: the
-     * fast path of the tensor rebuild may bind without the id tuple */
-    if (pl == zip_pid)
-        f->pid_binder = (ck_storage_binder){zip_bind, ud ? ud : (void *)"data/"};
-    else if (pl == pt2_pid)
-        f->pid_binder = (ck_storage_binder){pt2_bind, ud};
-    int r = ck_torch_run(f, &in, pl, ud, out, &used, err);
-    f->pid_binder = (ck_storage_binder){NULL, NULL};
+    /* every persistent id goes to this binder, which the fast path of the
+     * tensor rebuild calls too, without the id tuple */
+    ck_storage_binder outer = f->pid_binder;
+    f->pid_binder = b;
+    int r = ck_torch_run(f, &in, bound_pid, NULL, out, &used, err);
+    f->pid_binder = outer;
     if (r == 0 && used < z->size)
         r = ck_note(&f->pk, "%s: %zu bytes after STOP", label, (size_t)z->size - used);
     if (r == 0 && used < z->size && f->opt.scan_all_pickles) /* and a scan runs them */
@@ -387,7 +384,7 @@ static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size
         snprintf(label, sizeof label, "%.120s (record %zu)", ck_zip_name(&ZI(f)->zip, z), i + 1);
         char *kept = ck_strndup(&f->arena, label, strlen(label));
         if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        if (run_record(f, z, kept, zip_pid, (void *)"data/", &v, &e) != 0 &&
+        if (run_record(f, z, kept, ZIP_BINDER("data/"), &v, &e) != 0 &&
             ck_note(&f->pk, "%s does not parse: %s (byte %lld)", kept, e.message,
                     (long long)e.offset))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -564,12 +561,6 @@ static int pt2_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     return 0;
 }
 
-static ckpt_value *pt2_pid(ckpt_file *f, void *ud, ckpt_value *pid, int64_t pos, ckpt_error *err)
-{
-    ck_storage_binder b = {pt2_bind, ud};
-    return ck_storage_pid(f, pid, pos, false, &b, err);
-}
-
 /* Index one nested torch.save archive and run its data.pkl. */
 static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value **out,
                     ckpt_error *err)
@@ -616,7 +607,8 @@ static int pt2_part(ckpt_file *f, pt2_sub *w, const ck_zip_entry *z, ckpt_value 
     snprintf(label, sizeof label, "%.60s/data.pkl", ck_zip_name(&ZI(f)->zip, z));
     char *kept = ck_strndup(&f->arena, label, strlen(label));
     if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-    return run_record_in(f, &w->zip, w->base, pkl, kept, pt2_pid, w, out, err);
+    return run_record_in(f, &w->zip, w->base, pkl, kept, (ck_storage_binder){pt2_bind, w}, out,
+                         err);
 }
 
 static int pt2_open(ckpt_file *f, ckpt_error *err)
@@ -755,16 +747,16 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
          * constants (storages under constants/); script.c names the weights
          * from the class definitions under code/ */
         const ck_zip_entry *consts = record(f, "constants.pkl");
-        CK_TRY(run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err));
-        CK_TRY(run_record(f, consts, "constants.pkl", zip_pid, (void *)"constants/", &f->constants,
-                          err));
+        CK_TRY(run_record(f, pkl, "data.pkl", ZIP_BINDER("data/"), &f->root, err));
+        CK_TRY(
+            run_record(f, consts, "constants.pkl", ZIP_BINDER("constants/"), &f->constants, err));
         if (!f->opt.skip_tensors) CK_TRY(ck_script_names(f, script_code, NULL, err));
         CK_TRY(extra_files(f, err));
         const ck_zip_entry *done[2] = {pkl, consts};
         return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
     f->pickle_label = "data.pkl";
-    if (run_record(f, pkl, "data.pkl", zip_pid, (void *)"data/", &f->root, err) != 0) {
+    if (run_record(f, pkl, "data.pkl", ZIP_BINDER("data/"), &f->root, err) != 0) {
         /* a scan still runs the other pickles: a broken data.pkl must not
          * hide a hostile record; the open fails with data.pkl's error */
         ckpt_error e2;

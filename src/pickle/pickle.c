@@ -319,16 +319,31 @@ static inline unsigned popcount64(uint64_t x)
 
 static int memo_put_slow(machine *m, uint64_t key);
 
+/* With elision: a PUT of key would keep nothing and cannot fail (within
+ * the limit and the bookkeeping's room, and no GET fetches it). */
+static inline bool put_idle(const machine *m, uint64_t key)
+{
+    if (!m->elide || key >= m->memo_limit || key / 64 >= m->cap_pw) return false;
+    size_t w = (size_t)(key / 64);
+    return w >= m->nfw || !(m->fetched[w] & ((uint64_t)1 << (key % 64)));
+}
+
+/* With elision: key was memoized (MEMOIZE counts the distinct keys). */
+static inline void note_put(machine *m, uint64_t key)
+{
+    size_t w = (size_t)(key / 64);
+    uint64_t bit = (uint64_t)1 << (key % 64);
+    if (!(m->putbits[w] & bit)) m->mcount++;
+    m->putbits[w] |= bit;
+}
+
 /* PUT/BINPUT/LONG_BINPUT/MEMOIZE: with elision, a key no GET fetches
  * (nearly every one) costs a bit set, inline. */
 static CK_HOT int memo_put(machine *m, uint64_t key)
 {
-    if (m->elide && key < m->memo_limit && key / 64 < m->cap_pw && m->sp > fence(m)) {
-        size_t w = (size_t)(key / 64);
-        uint64_t bit = (uint64_t)1 << (key % 64);
-        if (!(m->putbits[w] & bit)) m->mcount++;
-        m->putbits[w] |= bit;
-        if (w >= m->nfw || !(m->fetched[w] & bit)) return 0;
+    if (m->sp > fence(m) && put_idle(m, key)) {
+        note_put(m, key);
+        return 0;
     }
     return memo_put_slow(m, key);
 }
@@ -357,8 +372,7 @@ static int memo_put_slow(machine *m, uint64_t key)
             CK_TRY(mgrow(m, (void **)&m->putbits, &m->cap_pw, w + 1, sizeof *m->putbits));
             memset(m->putbits + old, 0, (m->cap_pw - old) * sizeof *m->putbits);
         }
-        if (!(m->putbits[w] & bit)) m->mcount++;
-        m->putbits[w] |= bit;
+        note_put(m, key);
         if (w >= m->nfw || !(m->fetched[w] & bit)) return 0; /* no GET asks for it */
         m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))] = v;
         pin(v);
@@ -375,20 +389,24 @@ static int memo_put_slow(machine *m, uint64_t key)
     return 0;
 }
 
-static int memo_get(machine *m, uint64_t key)
+/* The value memoized under key, or NULL. */
+static inline ckpt_value *memo_value(const machine *m, uint64_t key)
 {
     if (m->elide) {
         size_t w = (size_t)(key / 64);
         uint64_t bit = (uint64_t)1 << (key % 64);
-        ckpt_value *v = NULL;
         if (key / 64 < m->nfw && (m->fetched[w] & bit))
-            v = m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))];
-        if (!v) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
-        return push(m, v);
+            return m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))];
+        return NULL;
     }
-    if (key >= m->mcap2 || !m->mvals[key])
-        return PFAIL("memo key %llu is not defined", (unsigned long long)key);
-    return push(m, m->mvals[key]);
+    return key < m->mcap2 ? m->mvals[key] : NULL;
+}
+
+static int memo_get(machine *m, uint64_t key)
+{
+    ckpt_value *v = memo_value(m, key);
+    if (!v) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
+    return push(m, v);
 }
 
 /* ---- memo elision ------------------------------------------------------ */
@@ -1219,23 +1237,6 @@ static int build(machine *m, ckpt_value *target, ckpt_value *state)
     }
 }
 
-/* BINPERSID of pid: the hook's value; a new storage value means the pid
- * was read and nothing of it kept. */
-static ckpt_value *persistent(machine *m, ckpt_value *pid)
-{
-    if (!m->u->hooks.persistent_load) {
-        PFAIL("persistent id in a pickle that cannot have one");
-        return NULL;
-    }
-    ckpt_value *v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, op_pos(m), m->err);
-    if (!v) return NULL;
-    if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
-        pin(v);
-    else if (m->elide) /* a new storage value: the pid was read, nothing kept */
-        reclaim(m, pid, v, 0);
-    return v;
-}
-
 /* A fast_call stands for at most this many opcodes, and pushes at most
  * this many stack entries and marks (run() offers it a call only within
  * both limits, so that it never has to report one). */
@@ -1635,7 +1636,14 @@ static int run(machine *m, ckpt_value **result)
             } else if (!(pid = pop(m))) {
                 return -1;
             }
-            if (!(v = persistent(m, pid))) return -1;
+            if (!m->u->hooks.persistent_load)
+                return PFAIL("persistent id in a pickle that cannot have one");
+            v = m->u->hooks.persistent_load(m->u->hooks.pl_ud, pid, op_pos(m), m->err);
+            if (!v) return -1;
+            if (v->kind != CKPT_V_STORAGE) /* the pid or a part of it: kept */
+                pin(v);
+            else if (m->elide) /* a new storage value: the pid was read, nothing kept */
+                reclaim(m, pid, v, 0);
             CK_TRY(push(m, v));
             break;
         }
@@ -1772,21 +1780,12 @@ const uint8_t *ck_machine_rest(const ck_machine *m, const uint8_t **end)
 
 ckpt_value *ck_machine_memo_at(const ck_machine *m, uint64_t key)
 {
-    if (m->elide) {
-        size_t w = (size_t)(key / 64);
-        uint64_t bit = (uint64_t)1 << (key % 64);
-        if (key / 64 < m->nfw && (m->fetched[w] & bit))
-            return m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))];
-        return NULL;
-    }
-    return key < m->mcap2 ? m->mvals[key] : NULL;
+    return memo_value(m, key);
 }
 
 bool ck_machine_put_idle(const ck_machine *m, uint64_t key)
 {
-    if (!m->elide || key >= m->memo_limit || key / 64 >= m->cap_pw) return false;
-    size_t w = (size_t)(key / 64);
-    return w >= m->nfw || !(m->fetched[w] & ((uint64_t)1 << (key % 64)));
+    return put_idle(m, key);
 }
 
 void ck_machine_at(ck_machine *m, const uint8_t *op)
@@ -1797,12 +1796,7 @@ void ck_machine_at(ck_machine *m, const uint8_t *op)
 void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint64_t *keys,
                      size_t nkeys)
 {
-    for (size_t i = 0; i < nkeys; i++) { /* as memo_put() counts an idle key */
-        size_t w = (size_t)(keys[i] / 64);
-        uint64_t bit = (uint64_t)1 << (keys[i] % 64);
-        if (!(m->putbits[w] & bit)) m->mcount++;
-        m->putbits[w] |= bit;
-    }
+    for (size_t i = 0; i < nkeys; i++) note_put(m, keys[i]); /* as memo_put() does */
     m->p = to;
     m->fast_ops += ops;
 }
@@ -1810,21 +1804,6 @@ void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint6
 void ck_machine_called(ck_machine *m, const ckpt_value *g)
 {
     mark_called(m, g);
-}
-
-ckpt_value *ck_machine_persistent(ck_machine *m, ckpt_value **items, size_t n)
-{
-    ckpt_value *pid = new_seq_from(m, CKPT_V_TUPLE, items, n);
-    if (!pid) {
-        OOM();
-        return NULL;
-    }
-    return persistent(m, pid);
-}
-
-void ck_machine_give_back(ck_machine *m, ckpt_value *v)
-{
-    if (m->elide) reclaim(m, v, NULL, 0);
 }
 
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args)

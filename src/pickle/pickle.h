@@ -219,13 +219,6 @@ void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint6
                      size_t nkeys);
 /* A call of global g was made (for the scanner's report), as REDUCE says. */
 void ck_machine_called(ck_machine *m, const ckpt_value *g);
-/* BINPERSID of a tuple of items[0..n): the persistent_load hook's value,
- * the tuple and what it alone held given back as the machine does; NULL
- * with the error set. */
-ckpt_value *ck_machine_persistent(ck_machine *m, ckpt_value **items, size_t n);
-/* Give back v, a value nothing else refers to (a call's argument its hook
- * kept nothing of), with what it alone holds; nothing without elision. */
-void ck_machine_give_back(ck_machine *m, ckpt_value *v);
 /* Whether v may be reachable from more than one place (memoized under a key
  * a GET fetches, DUPed, copied into a second container, returned by a hook);
  * false only for a value that one container or call alone holds. */

@@ -283,11 +283,12 @@ static int torch_reduce(void *ud, ck_machine *m, ckpt_value *callable, ckpt_valu
  * exactly that (the integers BININT*, the strings short, every PUT of a key
  * no GET fetches, a GET of a typed storage class and of OrderedDict) and
  * makes the same checks and the same calls with the same offsets for
- * errors: the persistent id through the machine's own BINPERSID
- * (ck_machine_persistent()), the tensor through the validator the REDUCE
- * would reach.  Anything else (a first tensor, whose class and strings are
- * not memoized yet, a FRAME, a big integer) it declines before doing
- * anything, and the machine runs the opcodes as ever. */
+ * errors: the storage through the binder BINPERSID's persistent_load would
+ * reach (f->pid_binder, set while a ZIP's pickle runs), the tensor through
+ * the validator the REDUCE would reach.  Anything else (a pickle with no
+ * such binder, a first tensor, whose class and strings are not memoized
+ * yet, a FRAME, a big integer) it declines before doing anything, and the
+ * machine runs the opcodes as ever. */
 
 typedef struct fast_rd {
     const uint8_t *p, *end;
@@ -406,13 +407,14 @@ static bool rd_ints(fast_rd *r, int64_t *v, uint32_t *n, uint32_t max)
 static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value **out)
 {
     ckpt_file *f = ud;
+    if (!f->pid_binder.bind) return 1;
     fast_rd r = {.m = m};
     r.p = ck_machine_rest(m, &r.end);
-    const char *key = NULL, *loc = NULL;
-    size_t klen = 0, llen = 0;
+    const char *key = NULL, *loc;
+    size_t klen = 0, llen;
     int64_t numel, offset, shape[64], stride[64];
     uint32_t nd, nd2, max = f->opt.max_rank < 64 ? f->opt.max_rank : 64;
-    ckpt_value *sname, *cls, *keyv = NULL, *locv = NULL, *hooks;
+    ckpt_value *sname, *cls, *keyv = NULL, *hooks;
     /* MARK 'storage' class key location numel TUPLE PUT BINPERSID */
     if (!rd_op(&r, '(') || !(sname = rd_get(&r)) || sname->kind != CKPT_V_STR ||
         !ck_is_text(sname, "storage") || !(cls = rd_get(&r)) || cls->kind != CKPT_V_GLOBAL ||
@@ -422,7 +424,7 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
      * key string a storage) a GET of one */
     if (rd_is_get(&r) ? !(keyv = rd_get(&r)) || keyv->kind != CKPT_V_STR : !rd_str(&r, &key, &klen))
         return 1;
-    if (rd_is_get(&r) ? !(locv = rd_get(&r)) : !rd_str(&r, &loc, &llen)) return 1;
+    if (rd_is_get(&r) ? !rd_get(&r) : !rd_str(&r, &loc, &llen)) return 1; /* not read */
     if (!rd_int(&r, &numel) || !rd_op(&r, 't') || !rd_put(&r)) return 1;
     const uint8_t *persid = r.p;
     if (!rd_op(&r, 'Q')) return 1;
@@ -446,42 +448,30 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
     }
     if (klen >= 64) return 1; /* the persistent id's "storage key is not a short string" */
 
-    /* read as the machine would: now its calls, in its order */
+    /* read as the machine would: now its calls, in its order; BINPERSID
+     * binds what ck_storage_pid() would (the key NUL-terminated, as
+     * key_text() copies it), without the id tuple and the storage value */
     ck_machine_at(m, persid);
-    ckpt_value *sv = NULL;
+    char kb[64];
+    memcpy(kb, key, klen);
+    kb[klen] = 0;
     size_t si;
-    if (f->pid_binder.bind) { /* what BINPERSID would bind, without the id tuple */
-        char kb[64];
-        memcpy(kb, key, klen);
-        kb[klen] = 0;
-        CK_TRY(ck_storage_ref(f, cls, kb, klen, numel, ck_machine_pos(m), &f->pid_binder, &si,
-                              ck_machine_err(m)));
-    } else {
-        ck_unpickler *u = ck_machine_unpickler(m);
-        ckpt_value *it[5] = {sname, cls, keyv ? keyv : ck_new_str(u, CKPT_V_STR, key, klen),
-                             locv ? locv : ck_new_str(u, CKPT_V_STR, loc, llen),
-                             ck_new(u, CKPT_V_INT)};
-        if (!it[2] || !it[3] || !it[4]) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-        it[4]->u.i = numel;
-        if (!(sv = ck_machine_persistent(m, it, 5))) return -1;
-    }
+    CK_TRY(ck_storage_ref(f, cls, kb, klen, numel, ck_machine_pos(m), &f->pid_binder, &si,
+                          ck_machine_err(m)));
     ck_machine_called(m, hooks); /* OrderedDict(): the backward hooks, not kept */
     ck_machine_at(m, reduce);
     ck_machine_called(m, callable);
-    if (sv && sv->kind != CKPT_V_STORAGE) return PFAIL("tensor rebuild without a storage");
     CK_TRY(ck_machine_copied(m, 16 + 2 * (uint64_t)nd));
-    /* the storage value's class: this reference's (ck_storage_pid()) */
-    if ((sv ? sv->aux2 : cls->aux2) & 1)
-        return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
+    /* the storage value's class would be this reference's (ck_storage_pid()) */
+    if (cls->aux2 & 1) return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
     int64_t *sh = nd ? ck_alloc_copy(&f->arena, shape, nd * sizeof *sh) : NULL;
     int64_t *st = nd ? ck_alloc_copy(&f->arena, stride, nd * sizeof *st) : NULL;
     if (nd && (!sh || !st)) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
     ck_tdef *t;
-    CK_TRY(ck_tensor_new(f, sv ? sv->u.handle : si, (ckpt_dtype)(sv ? sv->aux : cls->aux), nd, sh,
-                         st, offset, ck_machine_pos(m), &t, ck_machine_err(m)));
+    CK_TRY(ck_tensor_new(f, si, (ckpt_dtype)cls->aux, nd, sh, st, offset, ck_machine_pos(m), &t,
+                         ck_machine_err(m)));
     t->requires_grad = rg;
     if (!(*out = tensor_value(f, t))) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
-    if (sv && !t->kind) ck_machine_give_back(m, sv);
     ck_machine_skip(m, r.p, r.ops, r.puts, r.nputs);
     return 0;
 }
