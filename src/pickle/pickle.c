@@ -69,6 +69,14 @@ struct ck_machine {
     const uint8_t *opp;  /* the current opcode (its file offset: op_pos()) */
     const uint8_t *drop_at; /* in->discard: give back what is behind at p >= drop_at */
     const uint8_t *kept;    /* in->discard: bytes before it were given back */
+    /* the bytes p, end and opp point into: in->buf, or (in->src) the window
+     * `win`, which holds pickle bytes [woff, woff + (end - win)) */
+    const uint8_t *wbase;
+    uint8_t *win;
+    size_t wcap;
+    uint64_t woff;
+    size_t wstep; /* bytes a window reads at least */
+    bool stream;
     uint64_t max_stack;  /* the limits, read once */
     uint64_t memo_limit; /* keys below max_memo + the pickle's length */
     ckpt_value **stack;
@@ -100,7 +108,7 @@ typedef struct ck_machine machine;
 /* File offset of the current opcode (for errors, notes and hooks). */
 static int64_t op_pos(const machine *m)
 {
-    int64_t at = (int64_t)(m->opp - m->in->buf);
+    int64_t at = (int64_t)(m->woff + (uint64_t)(m->opp - m->wbase));
     return m->in->base >= 0 ? m->in->base + at : at;
 }
 
@@ -214,22 +222,95 @@ static int pop_mark(machine *m, size_t *base)
 
 /* ---- input ------------------------------------------------------------- */
 
+/* A streamed pickle's window: read WIN_STEP bytes at a time (it stays in
+ * cache, and its pages are touched once; in->window sets another step, at
+ * least WIN_MIN, for tests), and kept WIN_SLACK bytes ahead of every opcode
+ * by run(), so that the fast path's pattern (a few hundred bytes) is not cut
+ * short but at the pickle's end. */
+#define WIN_STEP ((size_t)256 << 10)
+#define WIN_SLACK ((size_t)4096)
+#define WIN_MIN ((size_t)32)
+
+/* Pickle offset of a pointer into the bytes p points into. */
+static uint64_t win_pos(const machine *m, const uint8_t *q)
+{
+    return m->woff + (uint64_t)(q - m->wbase);
+}
+
+/* Streaming: let the window begin at pickle offset `at` and hold at least
+ * `want` bytes from there, and at least a step (all that is left, at the
+ * end), keeping the bytes it already has from `at` on.  p and opp keep
+ * their offsets when they are at or after `at` (else the caller sets them).
+ * The window's memory is charged to the arena; it never exceeds the
+ * pickle's length. */
+static int win_load(machine *m, uint64_t at, size_t want)
+{
+    const ck_pickle_in *in = m->in;
+    uint64_t left = in->len - at, have_end = win_pos(m, m->end);
+    uint64_t p_at = win_pos(m, m->p), opp_at = win_pos(m, m->opp);
+    if (want < m->wstep) want = m->wstep;
+    if (want > left) want = (size_t)left;
+    if (want > m->wcap || !m->win) {
+        size_t ncap = want ? want : 1;
+        if (ncap < m->wcap * 2 && m->wcap * 2 <= left) ncap = m->wcap * 2;
+        if (ck_mem_charge(m->u->arena, ncap - m->wcap)) return OOM();
+        uint8_t *nw = realloc(m->win, ncap);
+        if (!nw) {
+            ck_mem_release(m->u->arena, ncap - m->wcap);
+            return OOM();
+        }
+        m->win = nw;
+        m->wcap = ncap;
+    }
+    size_t kept = 0;
+    if (at >= m->woff && at < have_end) { /* the window's bytes from `at` on */
+        kept = (size_t)(have_end - at);
+        if (kept > want) kept = want;
+        memmove(m->win, m->win + (at - m->woff), kept);
+    }
+    m->woff = at;
+    m->wbase = m->win;
+    m->end = m->win + kept;
+    if (want > kept && ck_read(in->src, (uint64_t)in->base + at + kept, m->win + kept, want - kept,
+                               in->label, m->err))
+        return -1;
+    m->end = m->win + want;
+    m->p = p_at >= at && p_at - at <= want ? m->win + (p_at - at) : m->win;
+    m->opp = opp_at >= at && opp_at - at <= want ? m->win + (opp_at - at) : m->win;
+    m->drop_at = want < left && want > WIN_SLACK ? m->end - WIN_SLACK : m->end;
+    return 0;
+}
+
+/* Whether a streamed pickle has bytes past the window. */
+static bool win_more(const machine *m)
+{
+    return m->stream && win_pos(m, m->end) < m->in->len;
+}
+
 static int need(machine *m, size_t n)
 {
     if ((size_t)(m->end - m->p) >= n) return 0;
+    /* streaming: the opcode's bytes, from its first, made contiguous */
+    if (m->stream && n <= m->in->len - win_pos(m, m->p))
+        return win_load(m, win_pos(m, m->opp), (size_t)(m->p - m->opp) + n);
     if (m->in->more) {
         m->need_more = 1;
         return -1;
     }
     return ck_fail(m->err, CKPT_E_PICKLE, op_pos(m),
                    "truncated pickle: opcode needs %zu bytes, %zu remain", n,
-                   (size_t)(m->end - m->p));
+                   m->stream ? (size_t)(m->in->len - win_pos(m, m->p)) : (size_t)(m->end - m->p));
 }
 
 /* A text line ending in '\n'; returns its length without the newline. */
 static int line(machine *m, const char **s, size_t *n)
 {
-    const uint8_t *nl = memchr(m->p, '\n', (size_t)(m->end - m->p));
+    const uint8_t *nl;
+    /* streaming: a window twice as long until the line is in it */
+    while (!(nl = memchr(m->p, '\n', (size_t)(m->end - m->p))) && win_more(m)) {
+        size_t have = (size_t)(m->end - m->opp);
+        CK_TRY(win_load(m, win_pos(m, m->opp), 2 * have));
+    }
     if (!nl) {
         if (m->in->more) {
             m->need_more = 1;
@@ -476,7 +557,14 @@ static int get_line_key(const uint8_t *q, const uint8_t *nl, uint64_t *key)
     return neg && *key ? -1 : 0; /* run() refuses a negative key */
 }
 
+/* Where prescan() moves a streamed window on (see there). */
+static const uint8_t *ps_lim(const machine *m)
+{
+    return win_more(m) && m->end - m->wbase > 16 ? m->end - 16 : m->end;
+}
+
 /* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
+
 static int prescan(machine *m)
 {
     /* bytes an opcode with no or a fixed argument takes (0: the others) */
@@ -488,16 +576,26 @@ static int prescan(machine *m)
         [0x92] = 1, ['Q'] = 1,  [0x93] = 1, [0x98] = 1, ['K'] = 2,  ['q'] = 2,  [0x80] = 2,
         ['M'] = 3,  ['J'] = 5,  ['r'] = 5,  ['G'] = 9,  [0x95] = 9,
     };
-    const uint8_t *p = m->in->buf, *end = p + m->in->len;
-    while (p < end) {
+    /* streaming: the window moves on 16 bytes (an opcode with its fixed or
+     * length argument) before it ends; a long argument is skipped by moving
+     * the window past it, a line waits for a window that holds it (retry) */
+    const uint8_t *p = m->p, *end = m->end, *lim = ps_lim(m);
+    for (;;) {
+        if (p >= lim) {
+            if (!win_more(m)) break;
+            m->p = m->opp = p;
+            CK_TRY(win_load(m, win_pos(m, p), 0));
+            p = m->p, end = m->end, lim = ps_lim(m);
+            continue;
+        }
         uint8_t op = *p;
         if (fixed[op]) { /* most opcodes: the argument is checked once, below */
             p += fixed[op];
             continue;
         }
         m->opp = p++; /* for errors */
-        size_t avail = (size_t)(end - p);
-        uint64_t len, key;
+        size_t avail = (size_t)(end - p), hl = 0;
+        uint64_t len = 0, key;
         switch (ps_class[op]) {
         case PS_GET1:
             if (avail < 1) return 0;
@@ -510,34 +608,33 @@ static int prescan(machine *m)
             p += 4;
             continue;
         case PS_L1:
-            if (avail < 1 || avail - 1 < p[0]) return 0;
-            p += 1 + p[0];
-            continue;
+            if (avail < 1) return 0;
+            len = p[0];
+            hl = 1;
+            break;
         case PS_L4:
             if (avail < 4) return 0;
             len = ck_le32(p);
             if (op == 0x8b && len > INT32_MAX) return 0; /* LONG4: negative */
-            if (len > avail - 4) return 0;
-            p += 4 + (size_t)len;
-            continue;
+            hl = 4;
+            break;
         case PS_L8:
             if (avail < 8) return 0;
             len = ck_le64(p);
-            if (len > avail - 8) return 0;
-            p += 8 + (size_t)len;
-            continue;
+            hl = 8;
+            break;
         case PS_LINE:
         case PS_LINE2:
         case PS_GETLINE: {
             const uint8_t *nl = memchr(p, '\n', avail);
-            if (!nl) return 0;
+            if (!nl) goto retry;
             if (ps_class[op] == PS_GETLINE) {
                 if (get_line_key(p, nl, &key)) return 0;
                 CK_TRY(fetch_key(m, key));
             }
             p = nl + 1;
             if (ps_class[op] == PS_LINE2) {
-                if (!(nl = memchr(p, '\n', (size_t)(end - p)))) return 0;
+                if (!(nl = memchr(p, '\n', (size_t)(end - p)))) goto retry;
                 p = nl + 1;
             }
             continue;
@@ -545,10 +642,26 @@ static int prescan(machine *m)
         case PS_STOP: goto done; /* the machine reads no further */
         default: return 0;
         }
+        /* a length-prefixed argument: skipped (streaming: past the window) */
+        if (len <= avail - hl) {
+            p += hl + (size_t)len;
+            continue;
+        }
+        if (!m->stream || len > m->in->len - win_pos(m, p + hl)) return 0;
+        m->p = m->opp = p;
+        CK_TRY(win_load(m, win_pos(m, p + hl) + len, 0));
+        p = m->p, end = m->end, lim = ps_lim(m);
+        continue;
+    retry: /* streaming: a line past the window; the opcode again, in a longer one */
+        if (!win_more(m)) return 0;
+        m->p = m->opp;
+        avail = (size_t)(end - m->opp);
+        CK_TRY(win_load(m, win_pos(m, m->opp), 2 * avail));
+        p = m->opp, end = m->end, lim = ps_lim(m);
     }
     return 0; /* no STOP (or a fixed argument cut short): run() fails; keep the memo */
 done:
-    m->opp = m->in->buf;
+    m->opp = m->wbase;
     /* rank per word, and the memo's room: one slot per fetched key */
     size_t total = 0;
     if (m->nfw) {
@@ -1251,6 +1364,16 @@ static int run(machine *m, ckpt_value **result)
     const uint64_t max_ops = m->u->opt->max_ops;
     for (;;) {
         m->opp = m->p;
+        if (m->p >= m->drop_at) {
+            if (m->stream) { /* the next window, WIN_SLACK before this one ends */
+                if (win_more(m)) CK_TRY(win_load(m, win_pos(m, m->p), 0));
+            } else if (m->kept) {
+                ck_pages_discard(m->kept, (size_t)(m->p - m->kept));
+                m->kept = m->p;
+                m->drop_at =
+                    (size_t)(m->end - m->p) > CK_DISCARD_STEP ? m->p + CK_DISCARD_STEP : m->end;
+            }
+        }
         if (m->p >= m->end) {
             if (m->in->more) {
                 m->need_more = 1;
@@ -1261,12 +1384,6 @@ static int run(machine *m, ckpt_value **result)
         if (++ops > max_ops)
             return FAIL(CKPT_E_LIMIT, "more than %llu pickle opcodes (max_ops)",
                         (unsigned long long)m->u->opt->max_ops);
-        if (m->p >= m->drop_at) {
-            ck_pages_discard(m->kept, (size_t)(m->p - m->kept));
-            m->kept = m->p;
-            m->drop_at =
-                (size_t)(m->end - m->p) > CK_DISCARD_STEP ? m->p + CK_DISCARD_STEP : m->end;
-        }
         uint8_t op = *m->p++;
         ckpt_value *v = NULL, *a, *b;
         size_t base = 0;
@@ -1567,7 +1684,9 @@ static int run(machine *m, ckpt_value **result)
             const char *mod = NULL, *name = NULL;
             size_t mn = 0, nn = 0;
             CK_TRY(line(m, &mod, &mn));
+            size_t mod_at = (size_t)((const uint8_t *)mod - m->opp); /* a refill moves it */
             CK_TRY(line(m, &name, &nn));
+            mod = (const char *)m->opp + mod_at;
             CK_TRY(make_global(m, mod, mn, name, nn));
             if (op == 'i') {
                 ckpt_value *cls = m->stack[--m->sp];
@@ -1693,22 +1812,33 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     m.no_args.aux2 = PINNED;
     m.max_stack = u->opt->max_stack;
     m.memo_limit = (uint64_t)u->opt->max_memo + in->len;
-    m.opp = in->buf;
+    m.opp = m.p = m.wbase = in->buf;
     m.err = err;
-    m.p = in->buf;
-    m.end = in->buf + in->len;
+    m.end = in->buf ? in->buf + in->len : NULL; /* (streamed: no window yet) */
+    m.stream = in->src != NULL;
     ckpt_value *res = NULL;
     size_t first_global = u->nglobals, first_nested = u->nnested;
     ck_mem_allow(u->arena, u->opt->max_memory, u->input_size, u->pickle_bytes + in->len);
     int r = 0;
+    if (m.stream) {
+        if (in->more || in->base < 0)
+            return ck_fail(err, CKPT_E_ARG, -1, "a streamed pickle needs its offset and length");
+        m.wstep = !in->window ? WIN_STEP : in->window < WIN_MIN ? WIN_MIN : in->window;
+        r = win_load(&m, 0, 0);
+    }
     /* scanners keep pointers to bytes values (u->nested): no elision */
     /* every pickle held whole, small ones too: the fuzz targets and tests
      * then run the same machine that reads big checkpoints */
-    if (!in->more && !u->opt->scan_all_pickles) r = prescan(&m);
-    m.drop_at = m.end; /* never (run() stops at the end first), unless: */
-    if (in->discard && !in->more && in->len > 2 * CK_DISCARD_STEP) {
-        m.kept = in->buf;
-        m.drop_at = in->buf + CK_DISCARD_STEP;
+    if (r == 0 && !in->more && !u->opt->scan_all_pickles) r = prescan(&m);
+    if (r == 0 && m.stream) { /* the run reads it again from its first byte */
+        if (m.woff != 0) r = win_load(&m, 0, 0);
+        m.p = m.opp = m.win;
+    } else {
+        m.drop_at = m.end; /* never (run() stops at the end first), unless: */
+        if (in->discard && !in->more && in->len > 2 * CK_DISCARD_STEP) {
+            m.kept = in->buf;
+            m.drop_at = in->buf + CK_DISCARD_STEP;
+        }
     }
     if (r == 0) r = run(&m, &res);
     if (r == -1 && m.need_more) r = 1;
@@ -1718,7 +1848,7 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
             u->hooks.on_global(u->hooks.on_global_ctx, &u->globals[i]);
     if (r == 0) {
         *out = res;
-        *used = (size_t)(m.p - in->buf);
+        *used = (size_t)win_pos(&m, m.p);
         u->pickle_bytes += *used;
     }
     free(m.stack);
@@ -1727,11 +1857,12 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     free(m.fetched);
     free(m.rank);
     free(m.putbits);
+    free(m.win);
     ck_mem_release(
-        u->arena, (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
-                      (uint64_t)m.mcap2 * sizeof *m.mvals + (uint64_t)m.cap_fw * sizeof *m.fetched +
-                      (uint64_t)m.cap_rank * sizeof *m.rank +
-                      (uint64_t)m.cap_pw * sizeof *m.putbits);
+        u->arena,
+        (uint64_t)m.wcap + (uint64_t)m.scap * sizeof *m.stack + (uint64_t)m.mcap * sizeof *m.marks +
+            (uint64_t)m.mcap2 * sizeof *m.mvals + (uint64_t)m.cap_fw * sizeof *m.fetched +
+            (uint64_t)m.cap_rank * sizeof *m.rank + (uint64_t)m.cap_pw * sizeof *m.putbits);
     return r;
 }
 

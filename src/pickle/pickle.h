@@ -164,10 +164,18 @@ struct ck_unpickler {
 
 void ck_unpickler_free(ck_unpickler *u); /* the globals and notes arrays */
 
-/* One pickle in memory. */
+/* One pickle: in memory (buf), or read from a source (src) through a
+ * window the machine reuses, so that a 90 MB pickle costs a window's pages,
+ * not its own size in freshly zeroed ones. */
 typedef struct ck_pickle_in {
-    const uint8_t *buf;
+    const uint8_t *buf; /* NULL when src is set */
     size_t len;
+    /* src: the pickle is bytes [base, base + len) of src, read in windows
+     * (prescan() and run() each read it once); base must be >= 0, more
+     * unset.  The window grows to hold an opcode that does not fit, so an
+     * opcode's bytes are always contiguous, as in memory. */
+    const ck_source *src;
+    size_t window;     /* src: the bytes a window reads at least (0: 256 KiB) */
     bool more;         /* the pickle may continue past len (stream) */
     int64_t base;      /* input offset of buf[0] (for errors); -1 unknown */
     const char *label; /* "data.pkl", "legacy:object", ... */

@@ -16,14 +16,18 @@
 #include "build.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* ---- a pickler with torch's memo ----------------------------------------- */
+
+enum { NKEYS = 2048 };
 
 typedef struct pkl {
     bb b;
     uint32_t memo; /* the next memo key */
     int64_t k_rebuild, k_storage, k_cpu, k_od, k_float, k_untyped;
-    int64_t k_key[512]; /* the key string of storage i, once written */
+    int64_t k_key[NKEYS]; /* the key string of storage i, once written */
 } pkl;
 
 static void put(pkl *p)
@@ -185,6 +189,7 @@ static void archive(zipb *z, pkl *p, int nstorages, const int64_t *numel, const 
 
 /* Open both archives: the same tensors, or the same error (`shift` bytes
  * later in the framed one). */
+static void same_files(ckpt_file *a, ckpt_error ef, ckpt_file *b, ckpt_error es, int64_t shift);
 static void same_bytes(const bb *fast, const bb *slow, int64_t shift, const ckpt_options *o)
 {
     ckpt_error ef, es;
@@ -192,6 +197,13 @@ static void same_bytes(const bb *fast, const bb *slow, int64_t shift, const ckpt
     memset(&es, 0, sizeof es);
     ckpt_file *a = ckpt_open_memory(fast->p, fast->n, o, &ef);
     ckpt_file *b = ckpt_open_memory(slow->p, slow->n, o, &es);
+    same_files(a, ef, b, es, shift);
+}
+
+/* Both opened, to the same tensors; or both refused, with the same error
+ * (`shift` bytes later in b).  Closes both. */
+static void same_files(ckpt_file *a, ckpt_error ef, ckpt_file *b, ckpt_error es, int64_t shift)
+{
     CHECK((a != NULL) == (b != NULL));
     if (!a || !b) {
         if (!a && !b) {
@@ -314,6 +326,108 @@ static void test_many(void)
     same(&za, &zb, 0, NULL);
     bb_free(&za.out);
     bb_free(&zb.out);
+}
+
+/* ---- a pickle read through windows ---------------------------------------- */
+
+/* Opened by path (not mapped), a ZIP's data.pkl is read through a window
+ * of 256 KiB that moves along it (src/pickle/pickle.c, win_load()); from
+ * memory it is read in place.  30,000 tensors over 2,000 storages make a 2.9 MB data.pkl: the
+ * window moves eleven times, at places no tensor chose, and the fast path
+ * meets the end of a window's slack.  The same tensors either way, and the
+ * same error when the file ends inside data.pkl. */
+enum { NTENSORS = 30000, NSTORAGES = 2000 }; /* (tests/unit/build.h: ZB_MAX records) */
+static pkl big;
+static zipb zbig;
+
+static char *write_temp(const void *p, size_t n)
+{
+    char *path = strdup("/tmp/ckpt_ut_fastXXXXXX");
+    int fd = path ? mkstemp(path) : -1;
+    CHECK(fd >= 0);
+    if (fd < 0) {
+        free(path);
+        return NULL;
+    }
+    CHECK(write(fd, p, n) == (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+/* Open `z` from memory and from a file: the same tensors, or the same error. */
+static void same_streamed(const zipb *z, int64_t want_tensors)
+{
+    char *path = write_temp(z->out.p, z->out.n);
+    if (!path) return;
+    ckpt_error ea, eb;
+    memset(&ea, 0, sizeof ea);
+    memset(&eb, 0, sizeof eb);
+    ckpt_file *a = ckpt_open_memory(z->out.p, z->out.n, NULL, &ea);
+    ckpt_file *b = ckpt_open_path(path, NULL, &eb);
+    if (want_tensors >= 0) {
+        CHECK(a != NULL && b != NULL);
+        if (b) CHECK_EQ_U64(ckpt_tensor_count(b), (uint64_t)want_tensors);
+    } else {
+        CHECK(a == NULL && b == NULL);
+        CHECK(eb.offset > 11 * (256 << 10)); /* (a late window's) */
+    }
+    same_files(a, ea, b, eb, 0);
+    unlink(path);
+    free(path);
+}
+
+/* variant 0: tensors only; 1: and a 600 KiB string (a window grows to hold
+ * it); 2: and then an unknown opcode (an error in a late window) */
+static void build_streamed(int variant)
+{
+    pkl_init(&big);
+    static int64_t numel[NSTORAGES];
+    for (int i = 0; i < NTENSORS; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "model.blocks.%d.attention.weight", i);
+        int st = i % NSTORAGES; /* later tensors share (a GET of the key) */
+        tw t = tw_1d(name, st, 1 + st % 7);
+        t.frame = i % 997 == 0; /* now and then the machine's own way */
+        if (i % 3 == 0) {
+            t.nd = 2;
+            t.shape[0] = 1, t.shape[1] = t.numel;
+            t.stride[0] = t.numel, t.stride[1] = 1;
+        }
+        if (i < NSTORAGES) numel[i] = t.numel;
+        tensor(&big, &t);
+    }
+    bb extra = {0};
+    if (variant >= 1) {
+        size_t n = (size_t)600 << 10;
+        char *text = malloc(n);
+        if (text) {
+            memset(text, 'x', n);
+            pk_str(&extra, "notes");
+            pk_strn(&extra, text, n);
+            free(text);
+        }
+    }
+    if (variant == 2) bb_u8(&extra, 0xff);
+    archive(&zbig, &big, NSTORAGES, numel, &extra);
+    CHECK(big.b.n > 11 * ((size_t)256 << 10));
+    bb_free(&extra);
+    bb_free(&big.b);
+}
+
+static void test_streamed(void)
+{
+    SECTION("30,000 tensors opened by path (data.pkl through a moving window) and from memory");
+    build_streamed(0);
+    same_streamed(&zbig, NTENSORS);
+    bb_free(&zbig.out);
+    SECTION("the same with a 600 KiB string: a window grows to hold it");
+    build_streamed(1);
+    same_streamed(&zbig, NTENSORS);
+    bb_free(&zbig.out);
+    SECTION("the same with an unknown opcode at the end: the same error, at the same byte");
+    build_streamed(2);
+    same_streamed(&zbig, -1);
+    bb_free(&zbig.out);
 }
 
 /* ---- one case: tensor "a" as torch writes it, then tensor "b" as `t` ------ */
@@ -469,6 +583,7 @@ static void test_plain(void)
 int main(void)
 {
     test_many();
+    test_streamed();
     test_cases();
     test_plain();
     return ut_summary();
