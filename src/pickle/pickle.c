@@ -581,83 +581,91 @@ static int prescan(machine *m)
      * the window past it, a line waits for a window that holds it (retry) */
     const uint8_t *p = m->p, *end = m->end, *lim = ps_lim(m);
     for (;;) {
-        if (p >= lim) {
-            if (!win_more(m)) break;
+        while (p < lim) {
+            uint8_t op = *p;
+            if (fixed[op]) { /* most opcodes: the argument is checked once, below */
+                p += fixed[op];
+                continue;
+            }
+            m->opp = p++; /* for errors */
+            size_t avail = (size_t)(end - p), hl = 0;
+            uint64_t len = 0, key;
+            switch (ps_class[op]) {
+            case PS_GET1:
+                if (avail < 1) return 0;
+                CK_TRY(fetch_key(m, p[0]));
+                p += 1;
+                continue;
+            case PS_GET4:
+                if (avail < 4) return 0;
+                CK_TRY(fetch_key(m, ck_le32(p)));
+                p += 4;
+                continue;
+            case PS_L1:
+                if (avail < 1) return 0;
+                if (avail - 1 >= p[0]) { /* in the window (the common case) */
+                    p += 1 + p[0];
+                    continue;
+                }
+                len = p[0];
+                hl = 1;
+                break;
+            case PS_L4:
+                if (avail < 4) return 0;
+                len = ck_le32(p);
+                if (op == 0x8b && len > INT32_MAX) return 0; /* LONG4: negative */
+                if (len <= avail - 4) {
+                    p += 4 + (size_t)len;
+                    continue;
+                }
+                hl = 4;
+                break;
+            case PS_L8:
+                if (avail < 8) return 0;
+                len = ck_le64(p);
+                if (len <= avail - 8) {
+                    p += 8 + (size_t)len;
+                    continue;
+                }
+                hl = 8;
+                break;
+            case PS_LINE:
+            case PS_LINE2:
+            case PS_GETLINE: {
+                const uint8_t *nl = memchr(p, '\n', avail);
+                if (!nl) goto retry;
+                if (ps_class[op] == PS_GETLINE) {
+                    if (get_line_key(p, nl, &key)) return 0;
+                    CK_TRY(fetch_key(m, key));
+                }
+                p = nl + 1;
+                if (ps_class[op] == PS_LINE2) {
+                    if (!(nl = memchr(p, '\n', (size_t)(end - p)))) goto retry;
+                    p = nl + 1;
+                }
+                continue;
+            }
+            case PS_STOP: goto done; /* the machine reads no further */
+            default: return 0;
+            }
+            /* a length-prefixed argument past the window: streaming, the window
+         * moves past it */
+            if (!m->stream || len > m->in->len - win_pos(m, p + hl)) return 0;
             m->p = m->opp = p;
-            CK_TRY(win_load(m, win_pos(m, p), 0));
+            CK_TRY(win_load(m, win_pos(m, p + hl) + len, 0));
             p = m->p, end = m->end, lim = ps_lim(m);
             continue;
+        retry: /* streaming: a line past the window; the opcode again, in a longer one */
+            if (!win_more(m)) return 0;
+            m->p = m->opp;
+            avail = (size_t)(end - m->opp);
+            CK_TRY(win_load(m, win_pos(m, m->opp), 2 * avail));
+            p = m->opp, end = m->end, lim = ps_lim(m);
         }
-        uint8_t op = *p;
-        if (fixed[op]) { /* most opcodes: the argument is checked once, below */
-            p += fixed[op];
-            continue;
-        }
-        m->opp = p++; /* for errors */
-        size_t avail = (size_t)(end - p), hl = 0;
-        uint64_t len = 0, key;
-        switch (ps_class[op]) {
-        case PS_GET1:
-            if (avail < 1) return 0;
-            CK_TRY(fetch_key(m, p[0]));
-            p += 1;
-            continue;
-        case PS_GET4:
-            if (avail < 4) return 0;
-            CK_TRY(fetch_key(m, ck_le32(p)));
-            p += 4;
-            continue;
-        case PS_L1:
-            if (avail < 1) return 0;
-            len = p[0];
-            hl = 1;
-            break;
-        case PS_L4:
-            if (avail < 4) return 0;
-            len = ck_le32(p);
-            if (op == 0x8b && len > INT32_MAX) return 0; /* LONG4: negative */
-            hl = 4;
-            break;
-        case PS_L8:
-            if (avail < 8) return 0;
-            len = ck_le64(p);
-            hl = 8;
-            break;
-        case PS_LINE:
-        case PS_LINE2:
-        case PS_GETLINE: {
-            const uint8_t *nl = memchr(p, '\n', avail);
-            if (!nl) goto retry;
-            if (ps_class[op] == PS_GETLINE) {
-                if (get_line_key(p, nl, &key)) return 0;
-                CK_TRY(fetch_key(m, key));
-            }
-            p = nl + 1;
-            if (ps_class[op] == PS_LINE2) {
-                if (!(nl = memchr(p, '\n', (size_t)(end - p)))) goto retry;
-                p = nl + 1;
-            }
-            continue;
-        }
-        case PS_STOP: goto done; /* the machine reads no further */
-        default: return 0;
-        }
-        /* a length-prefixed argument: skipped (streaming: past the window) */
-        if (len <= avail - hl) {
-            p += hl + (size_t)len;
-            continue;
-        }
-        if (!m->stream || len > m->in->len - win_pos(m, p + hl)) return 0;
-        m->p = m->opp = p;
-        CK_TRY(win_load(m, win_pos(m, p + hl) + len, 0));
+        if (!win_more(m)) break;
+        m->p = m->opp = p; /* the next window */
+        CK_TRY(win_load(m, win_pos(m, p), 0));
         p = m->p, end = m->end, lim = ps_lim(m);
-        continue;
-    retry: /* streaming: a line past the window; the opcode again, in a longer one */
-        if (!win_more(m)) return 0;
-        m->p = m->opp;
-        avail = (size_t)(end - m->opp);
-        CK_TRY(win_load(m, win_pos(m, m->opp), 2 * avail));
-        p = m->opp, end = m->end, lim = ps_lim(m);
     }
     return 0; /* no STOP (or a fixed argument cut short): run() fails; keep the memo */
 done:
