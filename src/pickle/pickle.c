@@ -648,8 +648,8 @@ static int prescan(machine *m)
             case PS_STOP: goto done; /* the machine reads no further */
             default: return 0;
             }
-            /* a length-prefixed argument past the window: streaming, the window
-         * moves past it */
+            /* a length-prefixed argument past the window: streamed, the
+             * window moves past it */
             if (!m->stream || len > m->in->len - win_pos(m, p + hl)) return 0;
             m->p = m->opp = p;
             CK_TRY(win_load(m, win_pos(m, p + hl) + len, 0));
