@@ -261,14 +261,14 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;
     ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
-    if (ck_zip_method(z) == 0 && f->src.map) {
-        in.buf = f->src.map + base + ck_zip_data_off(z);
+    if (ck_zip_method(z) == 0 && (f->src.map || !f->opt.scan_all_pickles)) {
+        /* mapped: in place; else read through the machine's window, never
+         * whole (a scan reads the bytes after STOP too, from a buffer) */
         in.base = (int64_t)(base + ck_zip_data_off(z));
-    } else if (ck_zip_method(z) == 0 && !f->opt.scan_all_pickles) {
-        /* read through the machine's window, never whole (a scan reads the
-         * bytes after STOP too, from a buffer) */
-        in.src = &f->src;
-        in.base = (int64_t)(base + ck_zip_data_off(z));
+        if (f->src.map)
+            in.buf = f->src.map + in.base;
+        else
+            in.src = &f->src;
     } else {
         if (ck_mem_charge(&f->arena, z->size))
             return ck_fail(err, CKPT_E_NOMEM, ck_zip_cd_pos(zz, z), "out of memory");

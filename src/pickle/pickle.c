@@ -563,8 +563,18 @@ static const uint8_t *ps_lim(const machine *m)
     return win_more(m) && m->end - m->wbase > 16 ? m->end - 16 : m->end;
 }
 
-/* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
+/* prescan(): the window moved (win_load()) with the pass's cursor *p, which
+ * keeps its offset when it is at or after `at`, and the window's bounds. */
+static int ps_move(machine *m, const uint8_t **p, const uint8_t **end, const uint8_t **lim,
+                   uint64_t at, size_t want)
+{
+    m->p = m->opp = *p;
+    CK_TRY(win_load(m, at, want));
+    *p = m->p, *end = m->end, *lim = ps_lim(m);
+    return 0;
+}
 
+/* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
 static int prescan(machine *m)
 {
     /* bytes an opcode with no or a fixed argument takes (0: the others) */
@@ -651,21 +661,15 @@ static int prescan(machine *m)
             /* a length-prefixed argument past the window: streamed, the
              * window moves past it */
             if (!m->stream || len > m->in->len - win_pos(m, p + hl)) return 0;
-            m->p = m->opp = p;
-            CK_TRY(win_load(m, win_pos(m, p + hl) + len, 0));
-            p = m->p, end = m->end, lim = ps_lim(m);
+            CK_TRY(ps_move(m, &p, &end, &lim, win_pos(m, p + hl) + len, 0));
             continue;
         retry: /* streaming: a line past the window; the opcode again, in a longer one */
             if (!win_more(m)) return 0;
-            m->p = m->opp;
-            avail = (size_t)(end - m->opp);
-            CK_TRY(win_load(m, win_pos(m, m->opp), 2 * avail));
-            p = m->opp, end = m->end, lim = ps_lim(m);
+            p = m->opp;
+            CK_TRY(ps_move(m, &p, &end, &lim, win_pos(m, p), 2 * (size_t)(end - p)));
         }
         if (!win_more(m)) break;
-        m->p = m->opp = p; /* the next window */
-        CK_TRY(win_load(m, win_pos(m, p), 0));
-        p = m->p, end = m->end, lim = ps_lim(m);
+        CK_TRY(ps_move(m, &p, &end, &lim, win_pos(m, p), 0)); /* the next window */
     }
     return 0; /* no STOP (or a fixed argument cut short): run() fails; keep the memo */
 done:
@@ -1838,8 +1842,8 @@ int ck_pickle_run(ck_unpickler *u, const ck_pickle_in *in, ckpt_value **out, siz
     /* every pickle held whole, small ones too: the fuzz targets and tests
      * then run the same machine that reads big checkpoints */
     if (r == 0 && !in->more && !u->opt->scan_all_pickles) r = prescan(&m);
-    if (r == 0 && m.stream) { /* the run reads it again from its first byte */
-        if (m.woff != 0) r = win_load(&m, 0, 0);
+    if (m.stream) { /* the run reads it again from its first byte */
+        if (r == 0 && m.woff != 0) r = win_load(&m, 0, 0);
         m.p = m.opp = m.win;
     } else {
         m.drop_at = m.end; /* never (run() stops at the end first), unless: */
