@@ -522,11 +522,23 @@ static int is_contiguous(const ck_tdef *t)
     return 1;
 }
 
+/* The bytes ckpt_tensor_read() gives of t (describe()'s nbytes): numel
+ * elements, packed when sub-byte; none when it has no bytes to give, unless
+ * they are held in the pickle (numpy). */
+static uint64_t tdef_nbytes(const ck_tdef *t, uint64_t numel)
+{
+    if (t->sidx == CK_TDEF_NO_STORAGE || ck_tdef_unreadable(t))
+        return t->kind && t->kind->bytes ? numel * ck_dtype_size(t->dtype) : 0;
+    if (t->kind && t->kind->sub_byte) return (numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
+    return numel * ck_dtype_size(t->dtype);
+}
+
 /* Fill a public descriptor from a rebuilt tensor (name left alone). */
 static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
 {
     size_t es = ck_dtype_size(t->dtype);
     uint64_t numel = ck_tdef_numel(t);
+    o->nbytes = tdef_nbytes(t, numel);
     ck_kind_describe(t, o);
     /* listed with what is known, no bytes */
     if (t->sidx == CK_TDEF_NO_STORAGE || ck_tdef_unreadable(t)) {
@@ -539,10 +551,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
         o->numel = numel;
         o->requires_grad = t->requires_grad;
         o->file_offset = -1;
-        if (t->kind && t->kind->bytes) { /* held in the pickle (numpy) */
-            o->nbytes = numel * es;
-            o->contiguous = is_contiguous(t);
-        }
+        if (t->kind && t->kind->bytes) o->contiguous = is_contiguous(t); /* held in the pickle */
         return;
     }
     const ck_storage *s = &f->storages[t->sidx];
@@ -553,7 +562,6 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
     o->storage_offset = t->offset;
     o->storage = t->sidx;
     o->numel = numel;
-    o->nbytes = numel * es;
     o->requires_grad = t->requires_grad;
     o->conj = t->conj;
     o->neg = t->neg;
@@ -569,10 +577,7 @@ static void describe(const ckpt_file *f, const ck_tdef *t, ckpt_tensor *o)
         if (ck_mul_ovf(expect, t->shape[i] ? (uint64_t)t->shape[i] : 1, &expect))
             break; /* numel 0 only */
     }
-    if (t->kind && t->kind->sub_byte) { /* packed bytes, as torch's int_repr() gives them */
-        o->nbytes = (numel + t->kind->sub_byte - 1) / t->kind->sub_byte;
-        o->contiguous = 1;
-    }
+    if (t->kind && t->kind->sub_byte) o->contiguous = 1; /* packed, as torch's int_repr() */
 }
 
 ck_tdef *ck_tdef_new(ckpt_file *f, ckpt_error *err)
@@ -829,15 +834,13 @@ static int emit_one(walker *w, ck_tdef *t)
     w->pending = f->ntensors + 1;
     w->pending_len = nlen;
     w->pending_h = h;
-    ckpt_tensor one, *o = &one; /* for its size; ckpt_tensor_at() builds it again */
-    memset(o, 0, sizeof *o);
-    describe(f, t, o);
+    uint64_t nbytes = tdef_nbytes(t, ck_tdef_numel(t));
     if (k && k->bytes) {               /* held in the pickle: mem_read() needs its rebuild */
         if (held_push(f, &f->held, f->ntensors, t))
             return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     }
     if (!t->listed) t->listed = (uint32_t)(f->ntensors + 1); /* < max_entries + 1 */
-    if (ck_add_ovf(f->total_bytes, o->nbytes, &f->total_bytes))
+    if (ck_add_ovf(f->total_bytes, nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
     return 0;
