@@ -158,29 +158,60 @@ static void ob_done(const char *p)
 
 #define W_LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
 
-/* Decimal of v at p, two digits a step: at most 20 bytes. */
+/* Decimal of v at p, two digits a step: at most 20 bytes.  Most numbers of
+ * a listing (dimensions, strides, offsets 0) are below 100: written at once;
+ * the others right to left from their last digit, found first. */
 static char *w_u64(char *p, uint64_t v)
 {
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233"
         "34353637383940414243444546474849505152535455565758596061626364656667"
         "6869707172737475767778798081828384858687888990919293949596979899";
-    char tmp[20];
-    size_t n = sizeof tmp;
+    if (v < 10) {
+        *p = (char)('0' + v);
+        return p + 1;
+    }
+    if (v < 100) {
+        memcpy(p, pairs + v * 2, 2);
+        return p + 2;
+    }
+    static const uint64_t pow10[20] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+    /* digits: about bits * log10(2), one more when v reaches that power */
+    unsigned bits = 64u - (unsigned)__builtin_clzll(v);
+    unsigned n = (bits * 1233u) >> 12;
+    if (n < 20 && v >= pow10[n]) n++;
+    char *end = p + n, *q = end;
     while (v >= 100) {
-        const char *d = pairs + (v % 100) * 2;
+        q -= 2;
+        memcpy(q, pairs + (v % 100) * 2, 2);
         v /= 100;
-        tmp[--n] = d[1];
-        tmp[--n] = d[0];
     }
     if (v >= 10) {
-        tmp[--n] = pairs[v * 2 + 1];
-        tmp[--n] = pairs[v * 2];
+        q -= 2;
+        memcpy(q, pairs + v * 2, 2);
     } else {
-        tmp[--n] = (char)('0' + v);
+        *--q = (char)('0' + v);
     }
-    memcpy(p, tmp + n, sizeof tmp - n);
-    return p + (sizeof tmp - n);
+    return end;
 }
 
 static char *w_i64(char *p, int64_t v)
