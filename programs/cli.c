@@ -469,6 +469,26 @@ int cli_stdout_failed(void)
     return 0;
 }
 
+void cli_stdout_write(const void *p, size_t n)
+{
+    if (n < CLI_STDOUT_BUF / 2) { /* stdio's buffer gathers small ones */
+        fwrite(p, 1, n, stdout);
+        return;
+    }
+    if (stdout_errno != 0 || fflush(stdout) != 0 || cli_stdout_failed()) return;
+    const char *s = p;
+    while (n) {
+        ssize_t w = write(STDOUT_FILENO, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            stdout_errno = w < 0 && errno != 0 ? errno : EIO;
+            return;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
 int cli_stdout_finish(int status)
 {
     int bad = cli_stdout_failed();

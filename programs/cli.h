@@ -92,6 +92,11 @@ ckpt_file *cli_open(const char *path, const char *key);
 /* Give stdout a large buffer; call before anything is written to it. */
 void cli_stdout_init(void);
 
+/* n bytes to stdout after what stdio holds; a large n goes straight to
+ * the file, not copied into stdio's buffer first (a writer with a buffer
+ * of its own: ls).  A failure is what cli_stdout_failed() reports. */
+void cli_stdout_write(const void *p, size_t n);
+
 /* Nonzero once a write to stdout has failed (the errno is remembered for
  * cli_stdout_finish()). */
 int cli_stdout_failed(void);

@@ -21,7 +21,7 @@ static size_t ob_len;
 
 static void ob_flush(void)
 {
-    if (ob_len) fwrite(ob_buf, 1, ob_len, stdout);
+    if (ob_len) cli_stdout_write(ob_buf, ob_len);
     ob_len = 0;
 }
 
@@ -30,7 +30,7 @@ static void ob_mem(const void *p, size_t n)
     if (n > OB_CAP - ob_len) {
         ob_flush();
         if (n > OB_CAP) {
-            fwrite(p, 1, n, stdout);
+            cli_stdout_write(p, n);
             return;
         }
     }
