@@ -94,6 +94,13 @@ struct ck_machine {
     size_t nfw, cap_fw, cap_rank;
     uint64_t *putbits; /* keys memoized so far (MEMOIZE counts distinct keys) */
     size_t cap_pw;
+    /* the memo's last answers, slot key % 8 (key + 1; 0 none): a GET of
+     * torch's rebuild function and a fast_call's GETs ask for the same few
+     * keys at every tensor.  A memo store empties its key's slot. */
+    struct {
+        uint64_t key1;
+        ckpt_value *v;
+    } mcache[8];
     ckpt_value *consumed; /* call arguments a hook kept nothing of (reclaim) */
     uint64_t fast_ops;    /* opcodes a fast_call stood for (ck_machine_skip()) */
     int proto_seen;
@@ -455,6 +462,7 @@ static int memo_put_slow(machine *m, uint64_t key)
         }
         note_put(m, key);
         if (w >= m->nfw || !(m->fetched[w] & bit)) return 0; /* no GET asks for it */
+        m->mcache[key % 8].key1 = 0;
         m->mvals[m->rank[w] + (size_t)popcount64(m->fetched[w] & (bit - 1))] = v;
         pin(v);
         return 0;
@@ -465,6 +473,7 @@ static int memo_put_slow(machine *m, uint64_t key)
         memset(m->mvals + old, 0, (m->mcap2 - old) * sizeof *m->mvals);
     }
     if (!m->mvals[key]) m->mcount++;
+    m->mcache[key % 8].key1 = 0;
     m->mvals[key] = v;
     pin(v);
     return 0;
@@ -483,9 +492,21 @@ static inline ckpt_value *memo_value(const machine *m, uint64_t key)
     return key < m->mcap2 ? m->mvals[key] : NULL;
 }
 
+/* memo_value() through the machine's small cache (mcache). */
+static inline ckpt_value *memo_cached(machine *m, uint64_t key)
+{
+    if (m->mcache[key % 8].key1 == key + 1) return m->mcache[key % 8].v;
+    ckpt_value *v = memo_value(m, key);
+    if (v && key != UINT64_MAX) {
+        m->mcache[key % 8].key1 = key + 1;
+        m->mcache[key % 8].v = v;
+    }
+    return v;
+}
+
 static int memo_get(machine *m, uint64_t key)
 {
-    ckpt_value *v = memo_value(m, key);
+    ckpt_value *v = memo_cached(m, key);
     if (!v) return PFAIL("memo key %llu is not defined", (unsigned long long)key);
     return push(m, v);
 }
@@ -1921,14 +1942,16 @@ const uint8_t *ck_machine_rest(const ck_machine *m, const uint8_t **end)
     return m->p;
 }
 
-ckpt_value *ck_machine_memo_at(const ck_machine *m, uint64_t key)
+ckpt_value *ck_machine_memo_at(ck_machine *m, uint64_t key)
 {
-    return memo_value(m, key);
+    return memo_cached(m, key);
 }
 
-bool ck_machine_put_idle(const ck_machine *m, uint64_t key)
+bool ck_machine_puts_idle(const ck_machine *m, const uint64_t *keys, size_t n)
 {
-    return put_idle(m, key);
+    for (size_t i = 0; i < n; i++)
+        if (!put_idle(m, keys[i])) return false;
+    return true;
 }
 
 void ck_machine_at(ck_machine *m, const uint8_t *op)

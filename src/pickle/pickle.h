@@ -214,15 +214,15 @@ void ck_machine_consumed(ck_machine *m, const ckpt_value *args);
  * to *end. */
 const uint8_t *ck_machine_rest(const ck_machine *m, const uint8_t **end);
 /* The value a GET of `key` would push now, or NULL (no such entry). */
-ckpt_value *ck_machine_memo_at(const ck_machine *m, uint64_t key);
-/* Whether a PUT of `key` would keep nothing and cannot fail: memo elision
- * on, the key within the limit and its bookkeeping, and no GET of this
- * pickle fetches it. */
-bool ck_machine_put_idle(const ck_machine *m, uint64_t key);
+ckpt_value *ck_machine_memo_at(ck_machine *m, uint64_t key);
+/* Whether a PUT of each of keys[0..n) would keep nothing and cannot fail:
+ * memo elision on, the key within the limit and its bookkeeping, and no
+ * GET of this pickle fetches it. */
+bool ck_machine_puts_idle(const ck_machine *m, const uint64_t *keys, size_t n);
 /* Errors and ck_machine_pos() at the opcode at `op` (in the rest). */
 void ck_machine_at(ck_machine *m, const uint8_t *op);
 /* Consume the rest up to `to` as `ops` opcodes, among them idle PUTs of
- * keys[0..nkeys) (ck_machine_put_idle()), in order.  Cannot fail. */
+ * keys[0..nkeys) (ck_machine_puts_idle()), in order.  Cannot fail. */
 void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint64_t *keys,
                      size_t nkeys);
 /* A call of global g was made (for the scanner's report), as REDUCE says. */
@@ -247,8 +247,13 @@ int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact);
 size_t ck_seq_cap(const ckpt_value *v);
 bool ck_as_int(const ckpt_value *v, int64_t *out);
 bool ck_is_str(const ckpt_value *v, const char *s);
-/* STR or BYTES equal to s */
-bool ck_is_text(const ckpt_value *v, const char *s);
+/* STR or BYTES equal to s.  Inline: s is nearly always a literal, whose
+ * length and comparison the compiler then folds. */
+static inline bool ck_is_text(const ckpt_value *v, const char *s)
+{
+    return v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) && strlen(s) == v->u.s.n &&
+           memcmp(v->u.s.p, s, v->u.s.n) == 0;
+}
 /* d[key] for a DICT with STR keys, or NULL. */
 const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key);
 /* Add a note (kept with the unpickler; at most 1000).  0, or -1 on OOM. */

@@ -114,12 +114,6 @@ bool ck_is_str(const ckpt_value *v, const char *s)
            memcmp(v->u.s.p, s, v->u.s.n) == 0;
 }
 
-bool ck_is_text(const ckpt_value *v, const char *s)
-{
-    return v && (v->kind == CKPT_V_STR || v->kind == CKPT_V_BYTES) && strlen(s) == v->u.s.n &&
-           memcmp(v->u.s.p, s, v->u.s.n) == 0;
-}
-
 /* d[key] (last wins, as Python keeps the last of equal keys). */
 const ckpt_value *ck_dict_get(const ckpt_value *d, const char *key)
 {

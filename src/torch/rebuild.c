@@ -298,7 +298,7 @@ typedef struct fast_rd {
     size_t nputs;
 } fast_rd;
 
-static bool rd_op(fast_rd *r, uint8_t op)
+static CK_HOT bool rd_op(fast_rd *r, uint8_t op)
 {
     if (r->p >= r->end || *r->p != op) return false;
     r->p++;
@@ -306,8 +306,9 @@ static bool rd_op(fast_rd *r, uint8_t op)
     return true;
 }
 
-/* An optional PUT (BINPUT, LONG_BINPUT) whose key nothing fetches. */
-static bool rd_put(fast_rd *r)
+/* An optional PUT (BINPUT, LONG_BINPUT); its key is kept for the check
+ * that nothing fetches it (ck_machine_puts_idle(), once all are read). */
+static CK_HOT bool rd_put(fast_rd *r)
 {
     uint64_t key;
     size_t len;
@@ -320,8 +321,7 @@ static bool rd_put(fast_rd *r)
     } else {
         return r->p < r->end && *r->p != 'q' && *r->p != 'r' && *r->p != 0x94; /* none */
     }
-    if (r->nputs == sizeof r->puts / sizeof r->puts[0] || !ck_machine_put_idle(r->m, key))
-        return false;
+    if (r->nputs == sizeof r->puts / sizeof r->puts[0]) return false;
     r->puts[r->nputs++] = key;
     r->p += len;
     r->ops++;
@@ -352,7 +352,7 @@ static ckpt_value *rd_get(fast_rd *r)
 }
 
 /* BININT1, BININT2 or a non-negative BININT. */
-static bool rd_int(fast_rd *r, int64_t *v)
+static CK_HOT bool rd_int(fast_rd *r, int64_t *v)
 {
     size_t avail = (size_t)(r->end - r->p);
     if (avail >= 2 && *r->p == 'K') {
@@ -438,7 +438,7 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
         !rd_op(&r, ')') || !rd_op(&r, 'R') || !rd_put(&r) || !rd_op(&r, 't') || !rd_put(&r))
         return 1;
     const uint8_t *reduce = r.p;
-    if (!rd_op(&r, 'R')) return 1;
+    if (!rd_op(&r, 'R') || !ck_machine_puts_idle(m, r.puts, r.nputs)) return 1;
     for (uint32_t i = 0; i < nd; i++)
         if (shape[i] < 0 || stride[i] < 0) return 1; /* (rd_int reads none) */
 
@@ -464,9 +464,14 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
     CK_TRY(ck_machine_copied(m, 16 + 2 * (uint64_t)nd));
     /* the storage value's class would be this reference's (ck_storage_pid()) */
     if (cls->aux2 & 1) return PFAIL("tensor over an untyped storage needs _rebuild_tensor_v3");
-    int64_t *sh = nd ? ck_alloc_copy(&f->arena, shape, nd * sizeof *sh) : NULL;
-    int64_t *st = nd ? ck_alloc_copy(&f->arena, stride, nd * sizeof *st) : NULL;
-    if (nd && (!sh || !st)) return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+    int64_t *sh = NULL, *st = NULL; /* one allocation: the shape, then the stride */
+    if (nd) {
+        if (!(sh = ck_alloc(&f->arena, 2 * nd * sizeof *sh)))
+            return ck_machine_fail(m, CKPT_E_NOMEM, "out of memory");
+        st = sh + nd;
+        memcpy(sh, shape, nd * sizeof *sh);
+        memcpy(st, stride, nd * sizeof *st);
+    }
     ck_tdef *t;
     CK_TRY(ck_tensor_new(f, si, (ckpt_dtype)cls->aux, nd, sh, st, offset, ck_machine_pos(m), &t,
                          ck_machine_err(m)));
