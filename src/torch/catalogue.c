@@ -1017,6 +1017,10 @@ int ckpt_tensor_get_sized(const ckpt_file *f, size_t i, ckpt_tensor *out, size_t
     if (!f || !out) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
     if (i >= f->ntensors)
         return ck_fail(err, CKPT_E_ARG, -1, "no tensor %zu (the file has %zu)", i, f->ntensors);
+    if (struct_size == sizeof *out) { /* this library's own: filled in place */
+        describe_listed(f, i, out);
+        return 0;
+    }
     ckpt_tensor all;
     describe_listed(f, i, &all);
     memcpy(out, &all, struct_size < sizeof all ? struct_size : sizeof all);
