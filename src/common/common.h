@@ -136,8 +136,17 @@ void *ck_alloc_copy(ck_arena *a, const void *p, size_t n);
  * new zeroed allocation with the old bytes copied.  NULL on OOM. */
 void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n);
 /* Give back p (n bytes) when it is the arena's latest allocation: true, and
- * its bytes are zeroed for the next ck_alloc; else false, nothing done. */
-bool ck_alloc_undo(ck_arena *a, void *p, size_t n);
+ * its bytes are zeroed for the next ck_alloc; else false, nothing done.
+ * Inline: every tensor whose dims are shared gives its pair back. */
+static inline bool ck_alloc_undo(ck_arena *a, void *p, size_t n)
+{
+    ck_block *b = a->head;
+    n = (n + 7u) & ~(size_t)7u;
+    if (!p || !b || n > b->used || (char *)p + n != (char *)b->data + b->used) return false;
+    memset(p, 0, n);
+    b->used -= n;
+    return true;
+}
 /* Give back p, an allocation of n bytes nothing refers to any more, for
  * reuse by a later ck_alloc of the same size (n <= CK_FREE_MAX; larger ones
  * are simply left).  The memory stays charged to the arena. */

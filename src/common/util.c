@@ -188,16 +188,6 @@ void *ck_alloc_grow(ck_arena *a, void *p, size_t old, size_t n)
     return q;
 }
 
-bool ck_alloc_undo(ck_arena *a, void *p, size_t n)
-{
-    ck_block *b = a->head;
-    n = (n + 7u) & ~(size_t)7u;
-    if (!p || !b || n > b->used || (char *)p + n != (char *)b->data + b->used) return false;
-    memset(p, 0, n);
-    b->used -= n;
-    return true;
-}
-
 void *ck_alloc_copy(ck_arena *a, const void *p, size_t n)
 {
     void *q = ck_alloc(a, n);

@@ -8,12 +8,7 @@
 
 #include <string.h>
 
-static const struct {
-    const char *name;    /* torch.<name>, ckpt_dtype_name() */
-    const char *alias;   /* another torch.<alias> for it, or NULL */
-    uint8_t size, unit;  /* element bytes, swap unit */
-    const char *storage; /* torch.<storage> (typed storage class), or NULL */
-} dtypes[CK_DTYPE_COUNT] = {
+const ck_dtype_row ck_dtype_rows[CK_DTYPE_COUNT] = {
     [CKPT_FLOAT64] = {"float64", "double", 8, 8, "DoubleStorage"},
     [CKPT_FLOAT32] = {"float32", "float", 4, 4, "FloatStorage"},
     [CKPT_FLOAT16] = {"float16", "half", 2, 2, "HalfStorage"},
@@ -64,15 +59,11 @@ static bool eq(const char *a, size_t an, const char *b)
 
 const char *ck_dtype_name(ckpt_dtype d)
 {
-    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].name : "unknown";
-}
-size_t ck_dtype_size(ckpt_dtype d)
-{
-    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].size : 0;
+    return (unsigned)d < CK_DTYPE_COUNT ? ck_dtype_rows[d].name : "unknown";
 }
 size_t ck_dtype_swap_unit(ckpt_dtype d)
 {
-    return (unsigned)d < CK_DTYPE_COUNT ? dtypes[d].unit : 1;
+    return (unsigned)d < CK_DTYPE_COUNT ? ck_dtype_rows[d].unit : 1;
 }
 const char *ckpt_dtype_name(ckpt_dtype d)
 {
@@ -86,7 +77,7 @@ size_t ckpt_dtype_size(ckpt_dtype d)
 int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d)
 {
     for (unsigned i = 0; i < CK_DTYPE_COUNT; i++)
-        if (eq(name, n, dtypes[i].name) || eq(name, n, dtypes[i].alias)) {
+        if (eq(name, n, ck_dtype_rows[i].name) || eq(name, n, ck_dtype_rows[i].alias)) {
             *d = (ckpt_dtype)i;
             return 0;
         }
@@ -96,7 +87,7 @@ int ck_dtype_by_torch_name(const char *name, size_t n, ckpt_dtype *d)
 int ck_dtype_by_storage_class(const char *name, size_t n, ckpt_dtype *d)
 {
     for (unsigned i = 0; i < CK_DTYPE_COUNT; i++)
-        if (eq(name, n, dtypes[i].storage)) {
+        if (eq(name, n, ck_dtype_rows[i].storage)) {
             *d = (ckpt_dtype)i;
             return 0;
         }

@@ -46,7 +46,20 @@ typedef enum ck_torch_tag {
 /* One past the last ckpt_dtype (not public: ckpt.h promises no count). */
 #define CK_DTYPE_COUNT ((unsigned)CKPT_BITS4X2 + 1u)
 const char *ck_dtype_name(ckpt_dtype d);
-size_t ck_dtype_size(ckpt_dtype d);
+/* The table's rows (dtype.c); read through the functions here. */
+typedef struct ck_dtype_row {
+    const char *name;    /* torch.<name>, ckpt_dtype_name() */
+    const char *alias;   /* another torch.<alias> for it, or NULL */
+    uint8_t size, unit;  /* element bytes, swap unit */
+    const char *storage; /* torch.<storage> (typed storage class), or NULL */
+} ck_dtype_row;
+extern const ck_dtype_row ck_dtype_rows[CK_DTYPE_COUNT];
+/* Element bytes (0 for no dtype).  Inline: a listing asks a few times a
+ * tensor. */
+static inline size_t ck_dtype_size(ckpt_dtype d)
+{
+    return (unsigned)d < CK_DTYPE_COUNT ? ck_dtype_rows[d].size : 0;
+}
 /* size of one swap unit for byte swapping (component size for complex) */
 size_t ck_dtype_swap_unit(ckpt_dtype d);
 /* torch.<name> (float32, half, ...) and torch.<Name>Storage: 0 and *d, or -1. */
