@@ -142,6 +142,10 @@ static int zip_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t of
     return ck_read(&f->src, ck_storage_data_off(s) + off, buf, n, "storage data", err);
 }
 
+/* The records' prefix, "data/" as this one string: zip_bind() knows it by
+ * its address. */
+static const char data_prefix[] = "data/";
+
 /* A storage is its record: index by record, no key map. */
 static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64_t nbytes,
                     int64_t pos, size_t *idx, bool *created, ckpt_error *err)
@@ -151,7 +155,7 @@ static int zip_bind(ckpt_file *f, void *ud, const char *key, size_t klen, uint64
     size_t num;
     uint32_t *slot = NULL; /* where the storage's index goes */
     /* torch's keys: "data/" + a number record() would find by that number */
-    if (strcmp(pre, "data/") == 0 && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
+    if (pre == data_prefix && key_number(key, klen, ZI(f)->nzip_data_num, &num) &&
         ZI(f)->zip_data_num[num]) {
         slot = &ZI(f)->zip_data_num[num];
         *created = !(*slot & DATA_BOUND);
@@ -389,7 +393,7 @@ static int run_extra_pickles(ckpt_file *f, const ck_zip_entry *const *done, size
         snprintf(label, sizeof label, "%.120s (record %zu)", ck_zip_name(&ZI(f)->zip, z), i + 1);
         char *kept = ck_strndup(&f->arena, label, strlen(label));
         if (!kept) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-        if (run_record(f, z, kept, ZIP_BINDER("data/"), &v, &e) != 0 &&
+        if (run_record(f, z, kept, ZIP_BINDER(data_prefix), &v, &e) != 0 &&
             ck_note(&f->pk, "%s does not parse: %s (byte %lld)", kept, e.message,
                     (long long)e.offset))
             return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
@@ -752,7 +756,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
          * constants (storages under constants/); script.c names the weights
          * from the class definitions under code/ */
         const ck_zip_entry *consts = record(f, "constants.pkl");
-        CK_TRY(run_record(f, pkl, "data.pkl", ZIP_BINDER("data/"), &f->root, err));
+        CK_TRY(run_record(f, pkl, "data.pkl", ZIP_BINDER(data_prefix), &f->root, err));
         CK_TRY(
             run_record(f, consts, "constants.pkl", ZIP_BINDER("constants/"), &f->constants, err));
         if (!f->opt.skip_tensors) CK_TRY(ck_script_names(f, script_code, NULL, err));
@@ -761,7 +765,7 @@ static int zip_open(ckpt_file *f, ckpt_error *err)
         return f->opt.scan_all_pickles ? run_extra_pickles(f, done, 2, err) : 0;
     }
     f->pickle_label = "data.pkl";
-    if (run_record(f, pkl, "data.pkl", ZIP_BINDER("data/"), &f->root, err) != 0) {
+    if (run_record(f, pkl, "data.pkl", ZIP_BINDER(data_prefix), &f->root, err) != 0) {
         /* a scan still runs the other pickles: a broken data.pkl must not
          * hide a hostile record; the open fails with data.pkl's error */
         ckpt_error e2;
