@@ -141,6 +141,7 @@ def main():
     os.makedirs(OUTDIR, exist_ok=True)
     rows = []   # (input, operation, tool, (wall, rss, cpu, runs), ratio text)
     res = {}
+    dd_tool = {}  # input -> the name of its dd row (its block size)
 
     def add(inp, op, tool, m, ratio=""):
         rows.append((inp, op, tool, m, ratio))
@@ -178,19 +179,20 @@ def main():
         # tensor; dd with that block size makes the same copy with no ckpt
         # in it, as cat (128 KiB) and the chunked loop copy into a small one
         big = largest_tensor(ckpt, path)
+        dd_tool[tag] = "dd bs=%s" % mib(big)
         tools = [("ckpt cat (every tensor)", [ckpt, "cat", "-o", "/dev/null", "--filter", "*", path]),
                  ("C API read loop", [read_all, path]),
                  ("C API loop, 1 MiB pieces", [read_all, "--chunk", str(1 << 20), path]),
-                 ("dd bs=%s" % mib(big), ["dd", "if=" + path, "of=/dev/null", "bs=%d" % big,
-                                           "status=none"]),
+                 (dd_tool[tag], ["dd", "if=" + path, "of=/dev/null", "bs=%d" % big, "status=none"]),
                  ("cat > /dev/null", ["cat", path])]
         ms = measure_group([(argv, None, path) for _, argv in tools])
+        by = dict((tool, m) for (tool, _), m in zip(tools, ms))
+        cat, dd = by["cat > /dev/null"], by[dd_tool[tag]]
         for (tool, _), m in zip(tools, ms):
-            ratio = "" if tool.startswith(("cat", "dd")) else \
-                "%s/cat = %.2f (CPU: %s)" % (tool.split(" ")[0], m[0] / ms[-1][0],
-                                             xr(m[2], ms[-1][2]))
+            ratio = "" if tool in ("cat > /dev/null", dd_tool[tag]) else \
+                "%s/cat = %.2f (CPU: %s)" % (tool.split(" ")[0], m[0] / cat[0], xr(m[2], cat[2]))
             if tool == "C API read loop":
-                ratio += "; C/dd = %.2f (CPU: %s)" % (m[0] / ms[3][0], xr(m[2], ms[3][2]))
+                ratio += "; C/dd = %.2f (CPU: %s)" % (m[0] / dd[0], xr(m[2], dd[2]))
             add(tag, "read", tool, m, ratio)
 
     out = os.path.join(OUTDIR, "out.safetensors")
@@ -270,8 +272,7 @@ def main():
         target("listing (b) peak RSS <= 16 MiB", "%.1f MiB" % ck_b[1], ck_b[1] <= 16)
     for tag in ("b", "c") if only in (None, "read") else ():
         cat = res[(tag, "read", "cat > /dev/null")]
-        dd = next(v for k, v in res.items() if k[0] == tag and k[1] == "read"
-                  and k[2].startswith("dd "))
+        dd = res[(tag, "read", dd_tool[tag])]
         for tool, peer, pname in (("ckpt cat (every tensor)", cat, "cat"),
                                   ("C API loop, 1 MiB pieces", cat, "cat"),
                                   ("C API read loop", cat, "cat"),

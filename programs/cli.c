@@ -475,7 +475,7 @@ void cli_stdout_write(const void *p, size_t n)
         fwrite(p, 1, n, stdout);
         return;
     }
-    if (stdout_errno != 0 || fflush(stdout) != 0 || cli_stdout_failed()) return;
+    if (fflush(stdout) != 0 || cli_stdout_failed()) return; /* a failure is kept */
     const char *s = p;
     while (n) {
         ssize_t w = write(STDOUT_FILENO, s, n);

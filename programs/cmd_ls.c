@@ -195,10 +195,11 @@ static char *w_u64(char *p, uint64_t v)
                                        100000000000000000ull,
                                        1000000000000000000ull,
                                        10000000000000000000ull};
-    /* digits: about bits * log10(2), one more when v reaches that power */
+    /* digits: about bits * log10(2) (at most 19), one more when v reaches
+     * that power */
     unsigned bits = 64u - (unsigned)__builtin_clzll(v);
     unsigned n = (bits * 1233u) >> 12;
-    if (n < 20 && v >= pow10[n]) n++;
+    if (v >= pow10[n]) n++;
     char *end = p + n, *q = end;
     while (v >= 100) {
         q -= 2;
