@@ -21,6 +21,8 @@ run, before every conversion or copy, outside the timing.
 """
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -58,8 +60,8 @@ def xr(a, b):
 
 
 def run_once(argv, prep=None):
-    """(wall seconds, peak RSS MiB, CPU seconds, whole-process wall seconds)
-    of one run of argv.  CPU (user + system) comes from the child's rusage
+    """(wall seconds, peak RSS MiB, CPU seconds, whole-process wall seconds,
+    minor page faults) of one run of argv.  CPU (user + system) comes from the child's rusage
     (os.wait4: microseconds, where /usr/bin/time gives 10 ms);
     a Python peer's time and CPU are those of its operation alone.  Peak RSS
     is /usr/bin/time's %M: the rusage of a child forked from this Python
@@ -92,14 +94,14 @@ def run_once(argv, prep=None):
                 wall = float(line.split()[1])
             if line.startswith("CPU "):  # and its CPU time
                 cpu = float(line.split()[1])
-    return wall, rss, cpu, proc_wall
+    return wall, rss, cpu, proc_wall, ru.ru_minflt
 
 
 def measure_group(cmds):
     """Run each (argv, prep, input) of cmds round-robin, so that they share the
     machine's conditions, until each has run 5 times (3 when its first run
     took 2 s or more, once when 10 s or more).  Returns [(best wall, max RSS, best CPU, runs,
-    best whole-process wall)]."""
+    best whole-process wall, fewest page faults)]."""
     res = [[] for _ in cmds]
     want = [None] * len(cmds)
     while any(w is None or len(r) < w for w, r in zip(want, res)):
@@ -112,7 +114,19 @@ def measure_group(cmds):
                 t = res[i][0][0]
                 want[i] = 5 if t < 2.0 else 3 if t < 10.0 else 1
     return [(min(x[0] for x in r), max(x[1] for x in r), min(x[2] for x in r), len(r),
-             min(x[3] for x in r)) for r in res]
+             min(x[3] for x in r), min(x[4] for x in r)) for r in res]
+
+
+def instructions(argv):
+    """Instructions one run of argv executes, counted by valgrind's callgrind
+    (the same on any host), or None without valgrind."""
+    vg = shutil.which("valgrind")
+    if not vg:
+        return None
+    r = subprocess.run([vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    m = re.search(rb"refs:\s+([0-9,]+)", r.stderr)
+    return int(m.group(1).replace(b",", b"")) if r.returncode == 0 and m else None
 
 
 def largest_tensor(ckpt, path):
@@ -287,6 +301,22 @@ def main():
         target("converting (%s) <= 1.5x cp time (CRC-32 checked)" % tag,
                "%.2fx" % (ck[0] / cp[0]), ck[0] / cp[0] <= 1.5)
         target("converting (%s) peak RSS <= 64 MiB" % tag, "%.1f MiB" % ck[1], ck[1] <= 64)
+    if only in (None, "list") and BASE:
+        # what the CPU ratio against main is made of, in counts no host
+        # changes: a fault's price and an instruction's move with the VM
+        path_a = os.path.join(datadir, dict((t, n) for t, n, _ in INPUTS)["a"])
+        main_a = res[("a", "list", "main: ckpt ls --json")]
+        ins = [instructions([b, "ls", "--json", path_a]) for b in (ckpt, BASE)]
+        print()
+        print("| listing (a), counts | ckpt | main | main / ckpt |")
+        print("|---------------------|-----:|-----:|------------:|")
+        if None not in ins:
+            print("| instructions (callgrind) | {:,.1f}M | {:,.1f}M | {:.2f} |".format(
+                ins[0] / 1e6, ins[1] / 1e6, ins[1] / ins[0]))
+        else:
+            print("| instructions (callgrind) | - | - | no valgrind |")
+        print("| page faults (fewest of its runs) | {:,} | {:,} | {} |".format(
+            ck_a[5], main_a[5], xr(main_a[5], ck_a[5])))
     for p in (".stdout", ".stderr", ".time"):
         try:
             os.unlink(os.path.join(OUTDIR, p))
