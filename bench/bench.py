@@ -61,8 +61,9 @@ def xr(a, b):
 
 def run_once(argv, prep=None):
     """(wall seconds, peak RSS MiB, CPU seconds, whole-process wall seconds,
-    minor page faults) of one run of argv.  CPU (user + system) comes from the child's rusage
-    (os.wait4: microseconds, where /usr/bin/time gives 10 ms);
+    minor page faults) of one run of argv.  CPU (user + system) and the
+    faults come from the child's rusage (os.wait4: microseconds, where
+    /usr/bin/time gives 10 ms; time(1)'s own ~100 faults included);
     a Python peer's time and CPU are those of its operation alone.  Peak RSS
     is /usr/bin/time's %M: the rusage of a child forked from this Python
     process would start from this process's own resident size."""
@@ -119,7 +120,7 @@ def measure_group(cmds):
 
 def instructions(argv):
     """Instructions one run of argv executes, counted by valgrind's callgrind
-    (the same on any host), or None without valgrind."""
+    (the same on any host), or None when valgrind is missing or fails."""
     vg = shutil.which("valgrind")
     if not vg:
         return None
@@ -152,6 +153,9 @@ def main():
     if only not in (None, "list", "read", "convert"):
         sys.exit("bench: the last argument is 'list', 'read' or 'convert', not %r" % only)
     read_all = os.path.join(os.path.dirname(ckpt), "read_all")
+
+    def input_path(tag):
+        return os.path.join(datadir, dict((t, n) for t, n, _ in INPUTS)[tag])
     os.makedirs(OUTDIR, exist_ok=True)
     rows = []   # (input, operation, tool, (wall, rss, cpu, runs), ratio text)
     res = {}
@@ -273,7 +277,7 @@ def main():
         target("listing (a) peak RSS <= 32 MiB", "%.1f MiB" % ck_a[1], ck_a[1] <= 32)
         for tag in ("a", "d", "e"):
             m = res[(tag, "list", "ckpt ls --json")]
-            pk = pickle_bytes(os.path.join(datadir, dict((t, n) for t, n, _ in INPUTS)[tag]))
+            pk = pickle_bytes(input_path(tag))
             per = m[1] * 1048576 / pk
             target("listing (%s): <= 4 bytes of memory per pickle byte (peak RSS / data.pkl, "
                    "an upper bound)" % tag, "%.2f" % per, per <= 4)
@@ -304,9 +308,9 @@ def main():
     if only in (None, "list") and BASE:
         # what the CPU ratio against main is made of, in counts no host
         # changes: a fault's price and an instruction's move with the VM
-        path_a = os.path.join(datadir, dict((t, n) for t, n, _ in INPUTS)["a"])
+        ck_a = res[("a", "list", "ckpt ls --json")]
         main_a = res[("a", "list", "main: ckpt ls --json")]
-        ins = [instructions([b, "ls", "--json", path_a]) for b in (ckpt, BASE)]
+        ins = [instructions([b, "ls", "--json", input_path("a")]) for b in (ckpt, BASE)]
         print()
         print("| listing (a), counts | ckpt | main | main / ckpt |")
         print("|---------------------|-----:|-----:|------------:|")
@@ -314,7 +318,8 @@ def main():
             print("| instructions (callgrind) | {:,.1f}M | {:,.1f}M | {:.2f} |".format(
                 ins[0] / 1e6, ins[1] / 1e6, ins[1] / ins[0]))
         else:
-            print("| instructions (callgrind) | - | - | no valgrind |")
+            print("| instructions (callgrind) | - | - "
+                  "| not counted (valgrind missing or failed) |")
         print("| page faults (fewest of its runs) | {:,} | {:,} | {} |".format(
             ck_a[5], main_a[5], xr(main_a[5], ck_a[5])))
     for p in (".stdout", ".stderr", ".time"):
