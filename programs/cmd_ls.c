@@ -127,8 +127,9 @@ static void ob_json_name(const char *field, const char *s)
     }
     ob_c('"');
     ob_s(field);
-    ob_mem("\": ", 3);
-    ob_json_string(s, n);
+    ob_mem("\": \"", 4);
+    ob_mem(s, n); /* plain: what ob_json_string() would copy, not checked again */
+    ob_c('"');
 }
 
 /* Decimal without printf: listing 100k tensors spends its time here. */
