@@ -36,7 +36,13 @@ static const char usage[] =
     "                    (fnmatch: '*' also matches dots), instead of NAME\n"
     "  -h, --help        show this help\n";
 
-#define CAT_CHUNK ((size_t)4 << 20)
+/* Pieces a tensor is written in.  A contiguous one in 256 KiB: the buffer
+ * stays in cache between the read and the write, as cat's 128 KiB does
+ * (4 MiB pieces made `cat` of 1 GiB 1.2x `cat`'s time, 256 KiB 1.0x).  A
+ * strided view in 4 MiB: each piece reads its span once (gather_blocks()),
+ * so fewer, bigger pieces read it fewer times. */
+#define CAT_CHUNK ((size_t)256 << 10)
+#define CAT_CHUNK_STRIDED ((size_t)4 << 20)
 
 /* Bytes of one number to reverse on a big-endian host: the element, or each
  * half of a complex element. */
@@ -54,7 +60,7 @@ static int write_tensor(const ckpt_file *f, const char *path, const ckpt_tensor 
 {
     size_t unit = swap_unit(t->dtype);
     int swap = unit > 1 && cli_host_big_endian();
-    size_t cap = CAT_CHUNK;
+    size_t cap = t->contiguous ? CAT_CHUNK : CAT_CHUNK_STRIDED;
     uint64_t pos = 0;
     unsigned char *buf;
     ckpt_error err;
