@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""Strided views wider than the read buffer (issue 14): `ckpt cat` reads
-4 MiB at a time, so each of these views spans more than 4x the bytes asked
+"""Tensors wider than the read buffer (issue 14).  `ckpt cat` reads a strided
+view 4 MiB at a time, so each view here spans more than 4x the bytes asked
 for plus 1 MiB and is read by one pass over its span in blocks
-(gather_blocks() in src/torch/catalogue.c).  The expected bytes are torch's
-own (`.contiguous()`), written by Debian's torch 1.13 at test time.
+(gather_blocks() in src/torch/catalogue.c); a contiguous tensor it reads
+256 KiB at a time, so the last two are written in many pieces, the last
+piece short, one of them from an offset into its storage.  The expected
+bytes are torch's own (`.contiguous()`), written by Debian's torch 1.13 at
+test time.
 
     gather_views_test.py CKPT
 """
@@ -38,6 +41,8 @@ views = {
     "transposed_slice": x.t()[1::3, 7:2500],  # an offset, steps, a partial span
     "pairs": torch.randn(1200, 2048, 2).permute(1, 0, 2),  # runs of 2 elements
     "double_t": x.double().t()[:, 100:],  # 8-byte elements
+    "rows": x[3:],  # contiguous from element 6144 of x's storage: 80 pieces
+    "odd_half": torch.randn(300001).half(),  # 600,002 bytes: 2 whole pieces and a short one
 }
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "views.pt")
