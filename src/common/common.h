@@ -105,8 +105,10 @@ typedef struct ck_arena {
 void *ck_alloc_slow(ck_arena *a, size_t n); /* ck_alloc's new blocks */
 struct ck_block {
     ck_block *next;
-    size_t used, cap;
-    bool mapped; /* from mmap: munmap it */
+    size_t used, cap; /* cap: the room ck_alloc may use without asking */
+    size_t full;      /* the room the block has; a mapped block's cap is what
+                       * has been faulted in ahead (ck_alloc_slow raises it) */
+    bool mapped;      /* from mmap: munmap it */
     max_align_t data[];
 };
 /* zeroed, 8-aligned; NULL on OOM.  Inline: the pickle machine's nodes. */
@@ -165,6 +167,16 @@ char *ck_strndup(ck_arena *a, const char *s, size_t n); /* NUL-terminated */
  * machine does it behind itself every CK_DISCARD_STEP bytes. */
 void ck_pages_discard(const void *p, size_t n);
 #define CK_DISCARD_STEP ((size_t)1 << 20)
+/* Faults in the whole pages within [p, p + n) for writing, in one call
+ * (madvise MADV_POPULATE_WRITE) rather than a fault a page; nothing where
+ * the kernel (before Linux 5.14) or the system lacks it.  For memory about
+ * to be written through: on a virtual machine a page fault costs
+ * microseconds. */
+void ck_pages_populate(void *p, size_t n);
+/* For an array of `cap` bytes filled in order, whose filled bytes went from
+ * `from` to `to`: when that entered a new 256 KiB piece, faults that piece
+ * in (within cap) with ck_pages_populate(). */
+void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to);
 /* ck_alloc_grow() gives back the pages of an array it moves from this size */
 #define CK_DISCARD_MIN ((size_t)64 << 10)
 void ck_arena_free(ck_arena *a);

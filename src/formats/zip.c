@@ -133,6 +133,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
 
     a->e = calloc((size_t)entries, sizeof *a->e);
     if (!a->e) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    ck_pages_populate(a->e, (size_t)entries * sizeof *a->e); /* all written below */
     /* the names back to back, each with its NUL, in one buffer: an entry
      * takes at least 46 + its name's bytes, so the directory's size less 45
      * a record bounds them, and so does 64 KiB a record (the tail never
@@ -143,7 +144,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     char *names = a->names;
     a->cd_off = cd_off;
-    size_t used = 0;
+    size_t used = 0, ready = 0; /* names' bytes faulted in ahead (ck_pages_populate) */
     a->names_end = names;
     ck_window w = {.src = a->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
@@ -192,6 +193,11 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
             ck_fail(err, CKPT_E_LIMIT, (int64_t)p,
                     "central directory entry %llu: the names pass 4 GiB", (unsigned long long)i);
             goto out;
+        }
+        if (used + nlen + 1 > ready && ready < room) { /* 256 KiB ahead, never past room */
+            size_t step = room - ready < ((size_t)256 << 10) ? (size_t)(room - ready) : (size_t)256 << 10;
+            ck_pages_populate(names + ready, step);
+            ready += step;
         }
         z->name = (uint32_t)used;
         memcpy(names + used, h + 46, nlen);

@@ -59,6 +59,7 @@ static int name_index_reserve(ck_name_index *m, size_t n)
     if (ncap > ((size_t)1 << 32) || ncap > SIZE_MAX / sizeof *m->slots) return -1;
     ck_map_slot *slots = calloc(ncap, sizeof *slots);
     if (!slots) return -1;
+    ck_pages_populate(slots, ncap * sizeof *slots); /* hashed into: every page written */
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slots[i].idx) continue;
         size_t j = name_home(m->slots[i].tag, ncap);
@@ -896,6 +897,8 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
     if (guess > f->cap_listed && guess <= SIZE_MAX / sizeof *f->listed) {
         ck_listed *nl = realloc(f->listed, guess * sizeof *nl);
         if (nl) {
+            /* filled in order, nearly always to the end */
+            ck_pages_populate(nl + f->cap_listed, (guess - f->cap_listed) * sizeof *nl);
             f->listed = nl;
             f->cap_listed = guess;
         }

@@ -40,6 +40,8 @@ int ck_storage_add(ckpt_file *f, const char *key, size_t klen, bool copy, size_t
                        f->opt.max_entries);
     CK_TRY(ck_grow((void **)&f->storages, &f->cap_storages, f->nstorages + 1, sizeof *f->storages,
                    err));
+    ck_pages_ahead(f->storages, f->cap_storages * sizeof *f->storages,
+                   f->nstorages * sizeof *f->storages, (f->nstorages + 1) * sizeof *f->storages);
     ck_storage *s = &f->storages[f->nstorages];
     memset(s, 0, sizeof *s);
     s->pub.key = copy ? ck_strndup(&f->arena, key, klen) : key;
