@@ -439,13 +439,22 @@ int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, c
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14's; older headers lack it */
 #endif
 
-void ck_pages_populate(void *p, size_t n)
+#if defined(MADV_POPULATE_WRITE) || defined(MADV_DONTNEED)
+/* madvise(advice) over the whole pages inside [p, p + n); nothing when
+ * there are none.  Its failure is not an error: the advice is a speed-up. */
+static void advise_inner(const void *p, size_t n, int advice)
 {
-#ifdef MADV_POPULATE_WRITE
     long ps = sysconf(_SC_PAGESIZE);
     uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
     uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), advice);
+}
+#endif
+
+void ck_pages_populate(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+    advise_inner(p, n, MADV_POPULATE_WRITE);
 #else
     (void)p;
     (void)n;
@@ -455,7 +464,7 @@ void ck_pages_populate(void *p, size_t n)
 void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to)
 {
     size_t k = to ? (to - 1) / CK_POPULATE : 0;
-    if (to <= from || (from && (from - 1) / CK_POPULATE == k)) return; /* no chunk entered */
+    if (to <= from || (from && (from - 1) / CK_POPULATE == k)) return; /* no piece entered */
     size_t lo = k * CK_POPULATE, hi = lo + CK_POPULATE < cap ? lo + CK_POPULATE : cap;
     if (hi > lo) ck_pages_populate((char *)arr + lo, hi - lo);
 }
@@ -463,10 +472,7 @@ void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to)
 void ck_pages_discard(const void *p, size_t n)
 {
 #ifdef MADV_DONTNEED
-    long ps = sysconf(_SC_PAGESIZE);
-    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+    advise_inner(p, n, MADV_DONTNEED);
 #else
     (void)p;
     (void)n;
