@@ -89,7 +89,7 @@ int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err)
 /* A mapped block is faulted in ahead of use, this much at a time, with one
  * madvise(MADV_POPULATE_WRITE) rather than a page fault every 4 KiB: on a
  * virtual machine a fault costs microseconds, and listing 100,000 tensors
- * touches 7,000 pages of blocks.  The fast path never sees it: a mapped
+ * touches about 3,700 pages of blocks.  The fast path never sees it: a mapped
  * block's cap stops where the pages faulted in stop, and ck_alloc_slow()
  * moves it on.  Kernels before 5.14 refuse the advice; their pages fault as
  * before. */
