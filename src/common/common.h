@@ -173,10 +173,20 @@ void ck_pages_discard(const void *p, size_t n);
  * to be written through: on a virtual machine a page fault costs
  * microseconds. */
 void ck_pages_populate(void *p, size_t n);
+/* How much memory is faulted in ahead of use at a time, by ck_pages_ahead()
+ * and in the arena's mapped blocks (ck_alloc_slow) */
+#define CK_POPULATE ((size_t)256 << 10)
+void ck_pages_piece(void *arr, size_t cap, size_t k); /* ck_pages_ahead()'s call */
 /* For an array of `cap` bytes filled in order, whose filled bytes went from
  * `from` to `to`: when that entered a new 256 KiB piece, faults that piece
- * in (within cap) with ck_pages_populate(). */
-void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to);
+ * in (within cap) with ck_pages_populate().  Inline: the test is all that
+ * most pushes pay. */
+static inline void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to)
+{
+    size_t k = to ? (to - 1) / CK_POPULATE : 0;
+    if (to <= from || (from && (from - 1) / CK_POPULATE == k)) return; /* no piece entered */
+    ck_pages_piece(arr, cap, k);
+}
 /* ck_alloc_grow() gives back the pages of an array it moves from this size */
 #define CK_DISCARD_MIN ((size_t)64 << 10)
 void ck_arena_free(ck_arena *a);

@@ -86,14 +86,13 @@ int ck_take_options(ckpt_options *dst, const ckpt_options *src, ckpt_error *err)
 #define CK_BLOCK_MIN ((size_t)64 << 10)
 #define CK_MAP_MIN ((size_t)2 << 20)
 
-/* A mapped block is faulted in ahead of use, this much at a time, with one
+/* A mapped block is faulted in ahead of use, CK_POPULATE at a time, with one
  * madvise(MADV_POPULATE_WRITE) rather than a page fault every 4 KiB: on a
  * virtual machine a fault costs microseconds, and listing 100,000 tensors
  * touches about 3,700 pages of blocks.  The fast path never sees it: a mapped
  * block's cap stops where the pages faulted in stop, and ck_alloc_slow()
  * moves it on.  Kernels before 5.14 refuse the advice; their pages fault as
  * before. */
-#define CK_POPULATE ((size_t)256 << 10)
 
 /* Moves a mapped block's cap past used + n (n <= full - used), faulting
  * in the pages between. */
@@ -461,10 +460,8 @@ void ck_pages_populate(void *p, size_t n)
 #endif
 }
 
-void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to)
+void ck_pages_piece(void *arr, size_t cap, size_t k)
 {
-    size_t k = to ? (to - 1) / CK_POPULATE : 0;
-    if (to <= from || (from && (from - 1) / CK_POPULATE == k)) return; /* no piece entered */
     size_t lo = k * CK_POPULATE, hi = lo + CK_POPULATE < cap ? lo + CK_POPULATE : cap;
     if (hi > lo) ck_pages_populate((char *)arr + lo, hi - lo);
 }

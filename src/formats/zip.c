@@ -144,7 +144,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     char *names = a->names;
     a->cd_off = cd_off;
-    size_t used = 0, ready = 0; /* names' bytes faulted in ahead (ck_pages_populate) */
+    size_t used = 0;
     a->names_end = names;
     ck_window w = {.src = a->src};
     uint64_t p = cd_off, end = cd_off + cd_size;
@@ -194,11 +194,7 @@ int ck_zip_index(ck_zip *a, ckpt_error *err)
                     "central directory entry %llu: the names pass 4 GiB", (unsigned long long)i);
             goto out;
         }
-        if (used + nlen + 1 > ready && ready < room) { /* 256 KiB ahead, never past room */
-            size_t step = room - ready < ((size_t)256 << 10) ? (size_t)(room - ready) : (size_t)256 << 10;
-            ck_pages_populate(names + ready, step);
-            ready += step;
-        }
+        ck_pages_ahead(names, (size_t)room, used, used + nlen + 1); /* filled in order */
         z->name = (uint32_t)used;
         memcpy(names + used, h + 46, nlen);
         used += nlen;
