@@ -294,9 +294,10 @@ typedef struct fast_rd {
     const uint8_t *p, *end;
     ck_machine *m;
     uint64_t ops;
-    uint64_t puts[8];
+    uint64_t *puts; /* FAST_PUTS of them; kept apart so that the cursor stays in registers */
     size_t nputs;
 } fast_rd;
+#define FAST_PUTS 8
 
 static CK_HOT bool rd_op(fast_rd *r, uint8_t op)
 {
@@ -321,21 +322,21 @@ static CK_HOT bool rd_put(fast_rd *r)
     } else {
         return r->p < r->end && *r->p != 'q' && *r->p != 'r' && *r->p != 0x94; /* none */
     }
-    if (r->nputs == sizeof r->puts / sizeof r->puts[0]) return false;
+    if (r->nputs == FAST_PUTS) return false;
     r->puts[r->nputs++] = key;
     r->p += len;
     r->ops++;
     return true;
 }
 
-static bool rd_is_get(const fast_rd *r)
+static CK_HOT bool rd_is_get(const fast_rd *r)
 {
     return r->p < r->end && (*r->p == 'h' || *r->p == 'j');
 }
 
 /* A GET (BINGET, LONG_BINGET) of a memoized value (NULL: not a GET, or a
  * key with no value). */
-static ckpt_value *rd_get(fast_rd *r)
+static CK_HOT ckpt_value *rd_get(fast_rd *r)
 {
     uint64_t key;
     if (r->p < r->end && *r->p == 'h' && r->end - r->p >= 2) {
@@ -372,7 +373,7 @@ static CK_HOT bool rd_int(fast_rd *r, int64_t *v)
 }
 
 /* A short text (SHORT_BINUNICODE, BINUNICODE of at most 64 bytes) and its PUT. */
-static bool rd_str(fast_rd *r, const char **s, size_t *n)
+static CK_HOT bool rd_str(fast_rd *r, const char **s, size_t *n)
 {
     size_t avail = (size_t)(r->end - r->p), hl;
     if (avail >= 2 && *r->p == 0x8c) {
@@ -393,7 +394,7 @@ static bool rd_str(fast_rd *r, const char **s, size_t *n)
 
 /* A tuple of integers: EMPTY_TUPLE, 1-3 of them and TUPLE1-3, or MARK, up
  * to `max` of them, TUPLE; then its PUT. */
-static bool rd_ints(fast_rd *r, int64_t *v, uint32_t *n, uint32_t max)
+static CK_HOT bool rd_ints(fast_rd *r, int64_t *v, uint32_t *n, uint32_t max)
 {
     *n = 0;
     if (rd_op(r, ')')) return rd_put(r);
@@ -408,8 +409,11 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
 {
     ckpt_file *f = ud;
     if (!f->pid_binder.bind) return 1;
-    fast_rd r = {.m = m};
-    r.p = ck_machine_rest(m, &r.end);
+    uint64_t puts[FAST_PUTS];
+    fast_rd r = {.m = m, .puts = puts};
+    const uint8_t *rest_end;
+    r.p = ck_machine_rest(m, &rest_end);
+    r.end = rest_end; /* (the cursor's address is never taken: it stays in registers) */
     const char *key = NULL, *loc;
     size_t klen = 0, llen;
     int64_t numel, offset, shape[64], stride[64];
