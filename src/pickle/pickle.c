@@ -618,6 +618,16 @@ static int prescan(machine *m)
                 p += fixed[op];
                 continue;
             }
+            if (op == 'h' && end - p >= 2) { /* BINGET, a sixth of torch's opcodes */
+                m->opp = p;
+                CK_TRY(fetch_key(m, p[1]));
+                p += 2;
+                continue;
+            }
+            if (op == 'X' && end - p >= 5 && ck_le32(p + 1) <= (size_t)(end - p) - 5) {
+                p += 5 + ck_le32(p + 1); /* BINUNICODE in the window: torch's names and keys */
+                continue;
+            }
             m->opp = p++; /* for errors */
             size_t avail = (size_t)(end - p), hl = 0;
             uint64_t len = 0, key;
