@@ -229,10 +229,21 @@ int ck_map_add(ck_map *m, const char *k, size_t n, size_t val, size_t *old);
 int ck_map_reserve(ck_map *m, size_t n);
 void ck_map_free(ck_map *m);
 
-/* Grow a malloc'd array so it can hold `need` items (checked). */
-int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
+/* ck_grow_in()'s growing, out of line (a NULL: nothing charged). */
+int ck_grow_past(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
+/* Grow a malloc'd array so it can hold `need` items (checked).  Inline: the
+ * callers that push one item at a time (a storage, a listed tensor) mostly
+ * find room. */
+static inline int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
+{
+    return need <= *cap ? 0 : ck_grow_past(NULL, arr, cap, need, item, err);
+}
 /* ck_grow, charging the growth to `a` first (see ck_mem_charge). */
-int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err);
+static inline int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item,
+                             ckpt_error *err)
+{
+    return need <= *cap ? 0 : ck_grow_past(a, arr, cap, need, item, err);
+}
 
 /* The memory limit: max_memory, plus CK_MEM_PER_BYTE for every byte past
  * the first CK_MEM_FREE_BYTES of the pickles run so far (counting at most

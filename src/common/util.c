@@ -408,12 +408,7 @@ void ck_map_free(ck_map *m)
 
 /* ---- growable arrays ------------------------------------------- */
 
-int ck_grow(void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
-{
-    return ck_grow_in(NULL, arr, cap, need, item, err);
-}
-
-int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
+int ck_grow_past(ck_arena *a, void **arr, size_t *cap, size_t need, size_t item, ckpt_error *err)
 {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 16;
