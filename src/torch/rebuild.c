@@ -413,7 +413,7 @@ static int torch_fast(void *ud, ck_machine *m, ckpt_value *callable, ckpt_value 
     fast_rd r = {.m = m, .puts = puts};
     const uint8_t *rest_end;
     r.p = ck_machine_rest(m, &rest_end);
-    r.end = rest_end; /* (the cursor's address is never taken: it stays in registers) */
+    r.end = rest_end; /* (through no pointer that leaves this file: r stays in registers) */
     const char *key = NULL, *loc;
     size_t klen = 0, llen;
     int64_t numel, offset, shape[64], stride[64];
