@@ -264,7 +264,7 @@ static int run_record_in(ckpt_file *f, const ck_zip *zz, uint64_t base, const ck
                        (unsigned long long)z->size, (unsigned long long)f->opt.max_pickle_bytes);
     /* the size is known: map it or read it once, never re-parse */
     uint8_t *buf = NULL;
-    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label};
+    ck_pickle_in in = {.len = (size_t)z->size, .base = -1, .label = label, .bounded = true};
     if (ck_zip_method(z) == 0 && (f->src.map || !f->opt.scan_all_pickles)) {
         /* mapped: in place; else read through the machine's window, never
          * whole (a scan reads the bytes after STOP too, from a buffer) */

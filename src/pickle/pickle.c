@@ -20,6 +20,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- what the machine knows of Python ---------------------------------- */
 
@@ -595,9 +598,110 @@ static int ps_move(machine *m, const uint8_t **p, const uint8_t **end, const uin
     return 0;
 }
 
+/* The end of a prescan that found every fetched key: the memo sized to
+ * them, elision on. */
+static int prescan_done(machine *m)
+{
+    m->opp = m->wbase;
+    /* rank per word, and the memo's room: one slot per fetched key */
+    size_t total = 0;
+    if (m->nfw) {
+        CK_TRY(mgrow(m, (void **)&m->rank, &m->cap_rank, m->nfw, sizeof *m->rank));
+        for (size_t i = 0; i < m->nfw; i++) {
+            m->rank[i] = (uint32_t)total;
+            total += (size_t)popcount64(m->fetched[i]);
+        }
+    }
+    CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, total + 1, sizeof *m->mvals));
+    memset(m->mvals, 0, m->mcap2 * sizeof *m->mvals);
+    m->elide = true;
+    return 0;
+}
+
+/* Bit i set when p[i] is 'g', 'h' or 'j' (GET, BINGET, LONG_BINGET), i
+ * below 16 and below lim - p.  'h' | 2 == 'j'. */
+static unsigned get_bytes16(const uint8_t *p, const uint8_t *lim)
+{
+    unsigned mask = 0;
+    if (lim - p >= 16) {
+#if defined(__SSE2__)
+        const __m128i two = _mm_set1_epi8(2), j = _mm_set1_epi8('j'), g = _mm_set1_epi8('g');
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_or_si128(x, two), j), _mm_cmpeq_epi8(x, g));
+        return (unsigned)_mm_movemask_epi8(hit);
+#else
+        lim = p + 16;
+#endif
+    }
+    for (unsigned i = 0; p + i < lim; i++)
+        if ((p[i] | 2) == 'j' || p[i] == 'g') mask |= 1u << i;
+    return mask;
+}
+
+/* The bytes after a 'g' as a GET line run() would fetch by: 1 and *key
+ * (saturated at UINT64_MAX: no such key is ever stored), 0 when they are no
+ * decimal line (run() fails there if that 'g' is an opcode), -1 when the
+ * digits go on past `end` (undecided). */
+static int get_line_any(const uint8_t *q, const uint8_t *end, bool last, uint64_t *key)
+{
+    bool neg = false;
+    uint64_t v = 0;
+    if (q < end && (*q == '-' || *q == '+')) neg = *q++ == '-';
+    const uint8_t *d = q;
+    for (; q < end && *q >= '0' && *q <= '9'; q++)
+        v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(*q - '0');
+    if (q == end) return last ? 0 : -1;
+    if (*q != '\n' || q == d || (neg && v)) return 0;
+    *key = v;
+    return 1;
+}
+
+/* prescan() of a pickle whose bytes end at its length (in->bounded: a
+ * ZIP record), without parsing it: every 'g', 'h' and 'j' byte is taken for
+ * a GET, BINGET or LONG_BINGET, wherever it is (inside an argument, past
+ * STOP), so the keys marked are a superset of those run() fetches.  A key
+ * marked for nothing keeps its value in the memo: memory, not meaning (a
+ * name's "...h" + byte marks a key below 256; a 'j' is read as a key the
+ * memo can hold only when its fourth byte after is 0 or 1).  The bytes are
+ * compared 16 at a time instead of parsed an opcode at a time. */
+static int prescan_bytes(machine *m)
+{
+    const uint8_t *p = m->p, *end = m->end;
+    for (;;) {
+        bool last = !win_more(m);
+        /* a candidate before lim has its key's bytes in the window (a GET
+         * line of up to 20 digits and a sign, then its newline) */
+        const uint8_t *lim = last ? end : end - p > 32 ? end - 24 : p;
+        for (; p < lim; p += 16) {
+            for (unsigned mask = get_bytes16(p, lim); mask; mask &= mask - 1) {
+                const uint8_t *q = p + __builtin_ctz(mask);
+                size_t after = (size_t)(end - q) - 1;
+                uint64_t key;
+                m->opp = q; /* for errors */
+                if (*q == 'h') {
+                    if (after >= 1) CK_TRY(fetch_key(m, q[1]));
+                } else if (*q == 'j') {
+                    if (after >= 4) CK_TRY(fetch_key(m, ck_le32(q + 1)));
+                } else {
+                    int r = get_line_any(q + 1, end, last, &key);
+                    if (r < 0) return 0; /* 24 digits: no guess; keep the memo */
+                    if (r > 0) CK_TRY(fetch_key(m, key));
+                }
+            }
+        }
+        if (last) break;
+        p = lim;
+        m->p = m->opp = p; /* the next window from lim on */
+        CK_TRY(win_load(m, win_pos(m, p), 64));
+        p = m->p, end = m->end;
+    }
+    return prescan_done(m);
+}
+
 /* 0: m->elide set as the pass found; -1: out of memory (m->err set). */
 static int prescan(machine *m)
 {
+    if (m->in->bounded) return prescan_bytes(m);
     /* bytes an opcode with no or a fixed argument takes (0: the others) */
     static const uint8_t fixed[256] = {
         ['('] = 1,  ['0'] = 1,  ['1'] = 1,  ['2'] = 1,  ['N'] = 1,  [0x88] = 1, [0x89] = 1,
@@ -704,20 +808,7 @@ static int prescan(machine *m)
     }
     return 0; /* no STOP (or a fixed argument cut short): run() fails; keep the memo */
 done:
-    m->opp = m->wbase;
-    /* rank per word, and the memo's room: one slot per fetched key */
-    size_t total = 0;
-    if (m->nfw) {
-        CK_TRY(mgrow(m, (void **)&m->rank, &m->cap_rank, m->nfw, sizeof *m->rank));
-        for (size_t i = 0; i < m->nfw; i++) {
-            m->rank[i] = (uint32_t)total;
-            total += (size_t)popcount64(m->fetched[i]);
-        }
-    }
-    CK_TRY(mgrow(m, (void **)&m->mvals, &m->mcap2, total + 1, sizeof *m->mvals));
-    memset(m->mvals, 0, m->mcap2 * sizeof *m->mvals);
-    m->elide = true;
-    return 0;
+    return prescan_done(m);
 }
 
 /* Give back v and what only it refers to (depth-bounded), but not `keep`,

@@ -184,6 +184,9 @@ typedef struct ck_pickle_in {
      * back behind it as it goes (ck_pages_discard), so a big pickle and the
      * values it makes are not resident at once.  Only a pickle held whole. */
     bool discard;
+    /* The pickle's bytes end at len (a ZIP record): the memo prescan may
+     * read all of them, past STOP too, without parsing (prescan_bytes()). */
+    bool bounded;
 } ck_pickle_in;
 
 /* Run one pickle.  Returns 0 and *out, *used (bytes consumed incl. STOP);
