@@ -661,9 +661,10 @@ static int get_line_any(const uint8_t *q, const uint8_t *end, bool last, uint64_
  * a GET, BINGET or LONG_BINGET, wherever it is (inside an argument, past
  * STOP), so the keys marked are a superset of those run() fetches.  A key
  * marked for nothing keeps its value in the memo: memory, not meaning (a
- * name's "...h" + byte marks a key below 256; a 'j' is read as a key the
- * memo can hold only when its fourth byte after is 0 or 1).  The bytes are
- * compared 16 at a time instead of parsed an opcode at a time. */
+ * name's "...h" + byte marks a key below 256; a 'j' reads as a key the memo
+ * can hold only when the fourth byte after it is small, as keys stay below
+ * max_memo plus the pickle's length).  The bytes are compared 16 at a time
+ * instead of parsed an opcode at a time. */
 static int prescan_bytes(machine *m)
 {
     const uint8_t *p = m->p, *end = m->end;
@@ -684,7 +685,7 @@ static int prescan_bytes(machine *m)
                     if (after >= 4) CK_TRY(fetch_key(m, ck_le32(q + 1)));
                 } else {
                     int r = get_line_any(q + 1, end, last, &key);
-                    if (r < 0) return 0; /* 24 digits: no guess; keep the memo */
+                    if (r < 0) return 0; /* digits to the window's end: keep the memo */
                     if (r > 0) CK_TRY(fetch_key(m, key));
                 }
             }
