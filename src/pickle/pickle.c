@@ -567,18 +567,30 @@ static const uint8_t ps_class[256] = {
     ['i'] = PS_LINE2, ['g'] = PS_GETLINE, ['h'] = PS_GET1, ['j'] = PS_GET4,
 };
 
-/* GET's text key as parse_decimal() reads it: 0 and *key, or -1. */
-static int get_line_key(const uint8_t *q, const uint8_t *nl, uint64_t *key)
+/* The bytes after a 'g' as a GET line run() would fetch by: 1 and *key
+ * (saturated at UINT64_MAX: no such key is ever stored), 0 when they are no
+ * decimal line (run() fails there if that 'g' is an opcode), -1 when the
+ * digits go on past `end` (undecided). */
+static int get_line_any(const uint8_t *q, const uint8_t *end, bool last, uint64_t *key)
 {
     bool neg = false;
-    *key = 0;
-    if (q < nl && (*q == '-' || *q == '+')) neg = *q++ == '-';
-    if (q == nl || nl - q > 18) return -1;
-    for (; q < nl; q++) {
-        if (*q < '0' || *q > '9') return -1;
-        *key = *key * 10 + (uint64_t)(*q - '0');
-    }
-    return neg && *key ? -1 : 0; /* run() refuses a negative key */
+    uint64_t v = 0;
+    if (q < end && (*q == '-' || *q == '+')) neg = *q++ == '-';
+    const uint8_t *d = q;
+    for (; q < end && *q >= '0' && *q <= '9'; q++)
+        v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(*q - '0');
+    if (q == end) return last ? 0 : -1;
+    if (*q != '\n' || q == d || (neg && v)) return 0;
+    *key = v;
+    return 1;
+}
+
+/* GET's text key as the parsing prescan reads it: 0 and *key, or -1 (no
+ * key, or more than 18 digits: that prescan then keeps the memo). */
+static int get_line_key(const uint8_t *q, const uint8_t *nl, uint64_t *key)
+{
+    const uint8_t *d = q < nl && (*q == '-' || *q == '+') ? q + 1 : q;
+    return nl - d <= 18 && get_line_any(q, nl + 1, true, key) == 1 ? 0 : -1;
 }
 
 /* Where prescan() moves a streamed window on (see there). */
@@ -638,24 +650,6 @@ static unsigned get_bytes16(const uint8_t *p, const uint8_t *lim)
     return mask;
 }
 
-/* The bytes after a 'g' as a GET line run() would fetch by: 1 and *key
- * (saturated at UINT64_MAX: no such key is ever stored), 0 when they are no
- * decimal line (run() fails there if that 'g' is an opcode), -1 when the
- * digits go on past `end` (undecided). */
-static int get_line_any(const uint8_t *q, const uint8_t *end, bool last, uint64_t *key)
-{
-    bool neg = false;
-    uint64_t v = 0;
-    if (q < end && (*q == '-' || *q == '+')) neg = *q++ == '-';
-    const uint8_t *d = q;
-    for (; q < end && *q >= '0' && *q <= '9'; q++)
-        v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(*q - '0');
-    if (q == end) return last ? 0 : -1;
-    if (*q != '\n' || q == d || (neg && v)) return 0;
-    *key = v;
-    return 1;
-}
-
 /* prescan() of a pickle whose bytes end at its length (in->bounded: a
  * ZIP record), without parsing it: every 'g', 'h' and 'j' byte is taken for
  * a GET, BINGET or LONG_BINGET, wherever it is (inside an argument, past
@@ -667,12 +661,12 @@ static int get_line_any(const uint8_t *q, const uint8_t *end, bool last, uint64_
  * instead of parsed an opcode at a time. */
 static int prescan_bytes(machine *m)
 {
-    const uint8_t *p = m->p, *end = m->end;
+    const uint8_t *p = m->p, *end = m->end, *lim;
     for (;;) {
         bool last = !win_more(m);
         /* a candidate before lim has its key's bytes in the window (a GET
          * line of up to 20 digits and a sign, then its newline) */
-        const uint8_t *lim = last ? end : end - p > 32 ? end - 24 : p;
+        lim = last ? end : end - p > 32 ? end - 24 : p;
         for (; p < lim; p += 16) {
             for (unsigned mask = get_bytes16(p, lim); mask; mask &= mask - 1) {
                 const uint8_t *q = p + __builtin_ctz(mask);
@@ -691,10 +685,8 @@ static int prescan_bytes(machine *m)
             }
         }
         if (last) break;
-        p = lim;
-        m->p = m->opp = p; /* the next window from lim on */
-        CK_TRY(win_load(m, win_pos(m, p), 64));
-        p = m->p, end = m->end;
+        p = lim; /* the next window from lim on */
+        CK_TRY(ps_move(m, &p, &end, &lim, win_pos(m, p), 64));
     }
     return prescan_done(m);
 }
