@@ -118,16 +118,60 @@ def measure_group(cmds):
              min(x[3] for x in r), min(x[4] for x in r)) for r in res]
 
 
-def instructions(argv):
+def instructions(argv, functions=()):
     """Instructions one run of argv executes, counted by valgrind's callgrind
-    (the same on any host), or None when valgrind is missing or fails."""
+    (the same on any host), or None when valgrind is missing or fails.  With
+    `functions`: (total, {name: inclusive count}) for those of them that ran
+    as functions of their own (callgrind_annotate; a name inlined away, or
+    not called, is left out), or None."""
     vg = shutil.which("valgrind")
-    if not vg:
+    if not vg or (functions and not shutil.which("callgrind_annotate")):
         return None
-    r = subprocess.run([vg, "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
+    out = os.path.join(OUTDIR, ".callgrind") if functions else "/dev/null"
+    r = subprocess.run([vg, "--tool=callgrind", "--callgrind-out-file=" + out] + argv,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     m = re.search(rb"refs:\s+([0-9,]+)", r.stderr)
-    return int(m.group(1).replace(b",", b"")) if r.returncode == 0 and m else None
+    total = int(m.group(1).replace(b",", b"")) if r.returncode == 0 and m else None
+    if not functions:
+        return total
+    found = {}
+    if total is not None:
+        a = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+                           capture_output=True)
+        for line in a.stdout.decode("utf-8", "replace").splitlines():
+            # "343,937,739 (79.52%)  ???:ckpt_open [/path/ckpt]" (a file name
+            # in place of ??? when the build has debug info)
+            f = re.match(r"\s*([0-9,]+) .*:([A-Za-z_][A-Za-z0-9_]*) \[", line)
+            if f and f.group(2) in functions and f.group(2) not in found:
+                found[f.group(2)] = int(f.group(1).replace(",", ""))
+    try:
+        os.unlink(out)
+    except OSError:
+        pass
+    return None if total is None else (total, found)
+
+
+# Where listing (a)'s instructions go, from callgrind's inclusive counts of
+# these library functions (global and called from other files, or, like
+# torch_fast, through a hook's pointer: none is inlined in a build without
+# LTO): the budget a faster listing works from.
+PHASES = ("ckpt_open", "ck_pickle_run", "torch_fast", "ck_catalogue")
+
+
+def phase_rows(total, inc):
+    """(phase, instructions) rows of listing (a), or [] when a function is
+    missing from the counts."""
+    if any(f not in inc for f in PHASES):
+        return []
+    return [("the ZIP index and the rest of the open",
+             inc["ckpt_open"] - inc["ck_pickle_run"] - inc["ck_catalogue"]),
+            ("data.pkl: the pickle machine and its hooks, tensor rebuilds excepted",
+             inc["ck_pickle_run"] - inc["torch_fast"]),
+            ("data.pkl: the tensor rebuilds read from their bytes (torch_fast)",
+             inc["torch_fast"]),
+            ("naming the tensors and checking their extents (ck_catalogue)",
+             inc["ck_catalogue"]),
+            ("the listing's JSON, after the open", total - inc["ckpt_open"])]
 
 
 def largest_tensor(ckpt, path):
@@ -310,7 +354,9 @@ def main():
         # changes: a fault's price and an instruction's move with the VM
         ck_a = res[("a", "list", "ckpt ls --json")]
         main_a = res[("a", "list", "main: ckpt ls --json")]
-        ins = [instructions([b, "ls", "--json", input_path("a")]) for b in (ckpt, BASE)]
+        argv_a = ["ls", "--json", input_path("a")]
+        counted = instructions([ckpt] + argv_a, PHASES)
+        ins = [counted[0] if counted else None, instructions([BASE] + argv_a)]
         print()
         print("| listing (a), counts | ckpt | main | main / ckpt |")
         print("|---------------------|-----:|-----:|------------:|")
@@ -322,6 +368,13 @@ def main():
                   "| not counted (valgrind missing or failed) |")
         print("| page faults (fewest of its runs) | {:,} | {:,} | {} |".format(
             ck_a[5], main_a[5], xr(main_a[5], ck_a[5])))
+        rows = phase_rows(*counted) if counted else []
+        if rows:
+            print()
+            print("| listing (a) by ckpt, where its instructions go | instructions | share |")
+            print("|------------------------------------------------|-------------:|------:|")
+            for what, n in rows:
+                print("| {} | {:,.1f}M | {:.1f}% |".format(what, n / 1e6, 100.0 * n / counted[0]))
     for p in (".stdout", ".stderr", ".time"):
         try:
             os.unlink(os.path.join(OUTDIR, p))
