@@ -123,11 +123,13 @@ def instructions(argv, functions=()):
     (the same on any host), or None when valgrind is missing or fails.  With
     `functions`: (total, {name: inclusive count}) for those of them that ran
     as functions of their own (callgrind_annotate; a name inlined away, or
-    not called, is left out), or None."""
+    not called, is left out, and all are without callgrind_annotate), or
+    None."""
     vg = shutil.which("valgrind")
-    if not vg or (functions and not shutil.which("callgrind_annotate")):
+    if not vg:
         return None
-    out = os.path.join(OUTDIR, ".callgrind") if functions else "/dev/null"
+    annotate = shutil.which("callgrind_annotate") if functions else None
+    out = os.path.join(OUTDIR, ".callgrind") if annotate else "/dev/null"
     r = subprocess.run([vg, "--tool=callgrind", "--callgrind-out-file=" + out] + argv,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     m = re.search(rb"refs:\s+([0-9,]+)", r.stderr)
@@ -135,8 +137,8 @@ def instructions(argv, functions=()):
     if not functions:
         return total
     found = {}
-    if total is not None:
-        a = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+    if total is not None and annotate:
+        a = subprocess.run([annotate, "--inclusive=yes", "--threshold=100", out],
                            capture_output=True)
         for line in a.stdout.decode("utf-8", "replace").splitlines():
             # "343,937,739 (79.52%)  ???:ckpt_open [/path/ckpt]" (a file name
@@ -144,10 +146,11 @@ def instructions(argv, functions=()):
             f = re.match(r"\s*([0-9,]+) .*:([A-Za-z_][A-Za-z0-9_]*) \[", line)
             if f and f.group(2) in functions and f.group(2) not in found:
                 found[f.group(2)] = int(f.group(1).replace(",", ""))
-    try:
-        os.unlink(out)
-    except OSError:
-        pass
+    if annotate:
+        try:
+            os.unlink(out)
+        except OSError:
+            pass
     return None if total is None else (total, found)
 
 
