@@ -106,7 +106,10 @@ CKPT_API const char *ckpt_code_name(ckpt_code code);
 /* A global (class or function) a pickle references, as the machine resolved
  * it through GLOBAL, STACK_GLOBAL and the memo.  See ckpt_global_at(). */
 typedef struct ckpt_global_ref {
-    const char *module; /* as resolved by the machine (Python 2 names mapped) */
+    const char *module; /* as resolved by the machine: a Python 2 name is
+                           renamed as Python's unpickler renames it while
+                           the pickle's protocol is below 3 (CPython's
+                           _compat_pickle NAME_MAPPING, then IMPORT_MAPPING) */
     const char *name;
     const char *pickle; /* which pickle: "data.pkl", "legacy:object", ... */
     int64_t offset;     /* byte offset in the file of the opcode */

@@ -3,7 +3,9 @@
  *
  * Built only on the reader API of ckpt.h: the library runs every pickle of a
  * file without executing anything and reports each GLOBAL / STACK_GLOBAL
- * (resolved through the memo, Python 2 names mapped), and the acts it refuses
+ * (resolved through the memo; at a protocol below 3 a Python 2 name renamed
+ * as Python's unpickler renames it, through CPython's _compat_pickle
+ * tables), and the acts it refuses
  * (BUILD/SETITEM on a global, EXT1/2/4) as globals of module "<pickle>",
  * always dangerous; this part classifies the names:
  *

@@ -5,7 +5,8 @@
  * The library runs every pickle of the file (data.pkl, each pickle of a
  * legacy stream, each TAR member, TorchScript's data.pkl and constants.pkl)
  * without executing anything and reports each GLOBAL / STACK_GLOBAL as the
- * machine resolved it (through the memo, Python 2 names mapped), and the
+ * machine resolved it (through the memo, Python 2 names renamed as Python's
+ * unpickler renames them), and the
  * library's scan (include/ckpt_scan.h) classifies the names; this file only
  * prints the report:
  *
@@ -46,9 +47,13 @@ static const char usage[] =
     "torch.storage._load_from_bytes, joblib, numpy.load, ...), is opened as\n"
     "a file of its own and scanned, 8 deep at most: PICKLE\n"
     "'data.pkl>bytes@N' (N: offset of the opcode that made it; OFFSET is\n"
-    "then within those bytes).  A name is resolved as the pickle machine\n"
-    "resolves it (GLOBAL, STACK_GLOBAL through the memo, Python 2 module\n"
-    "names mapped).\n"
+    "then within those bytes).  A name is resolved as Python's unpickler\n"
+    "resolves it (GLOBAL, STACK_GLOBAL through the memo); while a pickle's\n"
+    "protocol is below 3 (no PROTO opcode yet: 0; else the last PROTO's)\n"
+    "a Python 2 name is renamed through CPython's _compat_pickle tables,\n"
+    "as the unpickler does (__builtin__.eval is builtins.eval, anydbm.open\n"
+    "is dbm.open, __builtin__.intern is sys.intern); at protocol 3 and up\n"
+    "it is shown as written (Python 3 cannot import it).\n"
     "An archive that is not a torch.save file (a ZIP or TAR of pickles,\n"
     "model.bin zipped by hand, .tar.gz/.tar.xz/.tar.bz2/.tar.zst, .pkl.gz,\n"
     "7z) is read through libarchive: every member that is a pickle, a\n"

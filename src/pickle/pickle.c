@@ -107,6 +107,7 @@ struct ck_machine {
     ckpt_value *consumed; /* call arguments a hook kept nothing of (reclaim) */
     uint64_t fast_ops;    /* opcodes a fast_call stood for (ck_machine_skip()) */
     int proto_seen;
+    int proto; /* the last PROTO's number, 0 before one (Python's Unpickler.proto) */
     int need_more;
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
     ckpt_value *none, *yes, *no;
@@ -1134,14 +1135,63 @@ static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out)
 
 /* ---- globals ----------------------------------------------------------- */
 
-static void map_py2(const char **mod, size_t *mn)
+/* Python 2 names.  Python's unpickler, with fix_imports (the default, and
+ * torch.load's) and at a protocol below 3, renames a global before it
+ * imports it (Lib/pickle.py find_class(), Modules/_pickle.c): (module, name)
+ * in _compat_pickle.NAME_MAPPING gives both anew, else module in
+ * IMPORT_MAPPING gives the module anew.  The two tables are CPython's own,
+ * written out by gen_compat_pickle.py; "the protocol" is the unpickler's
+ * proto: 0 until a PROTO opcode, then the last PROTO's number. */
+typedef struct py2_name {
+    const char *module, *name, *to_module, *to_name;
+} py2_name;
+typedef struct py2_module {
+    const char *module, *to_module;
+} py2_module;
+#include "compat_pickle.inc"
+
+/* a[0..an) against the NUL-terminated b, in the tables' (bytes) order. */
+static int cmp_text(const char *a, size_t an, const char *b)
 {
-    if (eq(*mod, *mn, "__builtin__") || eq(*mod, *mn, "exceptions")) {
-        *mod = "builtins";
-        *mn = 8;
-    } else if (eq(*mod, *mn, "copy_reg")) {
-        *mod = "copyreg";
-        *mn = 7;
+    size_t bn = strlen(b);
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static void py2_map(const machine *m, const char **mod, size_t *mn, const char **name, size_t *nn)
+{
+    size_t lo = 0, hi = sizeof py2_names / sizeof py2_names[0];
+    if (m->proto >= 3) return;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_text(*mod, *mn, py2_names[mid].module);
+        if (c == 0) c = cmp_text(*name, *nn, py2_names[mid].name);
+        if (c == 0) {
+            *mod = py2_names[mid].to_module;
+            *mn = strlen(*mod);
+            *name = py2_names[mid].to_name;
+            *nn = strlen(*name);
+            return;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    lo = 0;
+    hi = sizeof py2_modules / sizeof py2_modules[0];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_text(*mod, *mn, py2_modules[mid].module);
+        if (c == 0) {
+            *mod = py2_modules[mid].to_module;
+            *mn = strlen(*mod);
+            return;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
 }
 
@@ -1149,7 +1199,7 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
 {
     if (m->u->nglobals >= m->u->opt->max_entries)
         return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->u->opt->max_entries);
-    map_py2(&mod, &mn);
+    py2_map(m, &mod, &mn, &name, &nn);
     ckpt_value *g = ck_new(m->u, CKPT_V_GLOBAL);
     if (!g || !(g->u.g = ck_alloc(m->u->arena, sizeof *g->u.g))) return OOM();
     g->u.g->module = ck_strndup(m->u->arena, mod, mn);
@@ -1899,6 +1949,7 @@ static int run(machine *m, ckpt_value **result)
             if (m->proto_seen++)
                 CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld", m->in->label,
                                (long long)op_pos(m)));
+            m->proto = m->p[0];
             m->p += 1;
             break;
         case 0x95: /* FRAME: a hint, the data follows inline */

@@ -586,26 +586,6 @@ static const char *const storage_kinds[] = {
     "ComplexHalf", "QInt8", "QUInt8", "QInt32",   "QUInt4x2",      "QUInt2x4",
 };
 
-/* Python 2 module names the Python unpickler maps (fix_imports), for the
- * ones that lead to a dangerous module; the machine already maps
- * __builtin__, exceptions and copy_reg. */
-static const struct {
-    const char *py2, *py3;
-} py2_modules[] = {
-    {"commands", "subprocess"},
-    {"cPickle", "pickle"},
-    {"thread", "_thread"},
-    {"urllib2", "urllib.request"},
-    {"httplib", "http.client"},
-    {"SocketServer", "socketserver"},
-    {"BaseHTTPServer", "http.server"},
-    {"SimpleHTTPServer", "http.server"},
-    {"CGIHTTPServer", "http.server"},
-    {"xmlrpclib", "xmlrpc.client"},
-    {"SimpleXMLRPCServer", "xmlrpc.server"},
-    {"DocXMLRPCServer", "xmlrpc.server"},
-};
-
 /* ------------------------------------------------------------------------ */
 /* Matching                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -645,20 +625,14 @@ static const rule *match(const rule *rules, size_t n, const char *mod, size_t mn
 
 #define NRULES(t) (sizeof t / sizeof t[0])
 
+/* Names arrive as the pickle machine resolved them, Python 2 names renamed
+ * as Python's unpickler renames them for that pickle's protocol (the one
+ * table, src/pickle/compat_pickle.inc): a rule names Python 3 modules, and
+ * the few Python 2 ones (commands, cPickle, ...) a caller of
+ * ckpt_global_verdict() may ask about. */
 static const rule *dangerous_pair(const char *mod, size_t mn, const char *name, size_t nn)
 {
-    size_t i;
-    const rule *r = match(dangerous_rules, NRULES(dangerous_rules), mod, mn, name, nn);
-    if (r) return r;
-    for (i = 0; i < sizeof py2_modules / sizeof py2_modules[0]; i++)
-        if (module_in(mod, mn, py2_modules[i].py2)) {
-            const char *to = py2_modules[i].py3;
-            return match(dangerous_rules, NRULES(dangerous_rules), to, strlen(to), name, nn);
-        }
-    /* Python 2's __builtin__.intern is sys.intern (sys is refused) */
-    if (module_is(mod, mn, "builtins") && name_is(name, nn, "intern"))
-        return match(dangerous_rules, NRULES(dangerous_rules), "sys", 3, name, nn);
-    return NULL;
+    return match(dangerous_rules, NRULES(dangerous_rules), mod, mn, name, nn);
 }
 
 static int is_safe_torch_class(const char *mod, const char *name)

@@ -341,6 +341,53 @@ def in_bytes():
     ]
 
 
+PY2 = ("Python 2 names: CPython's unpickler renames a global through Lib/_compat_pickle.py "
+       "(NAME_MAPPING, then IMPORT_MAPPING) while its protocol is below 3 (pickle.py find_class)")
+
+
+def stack_global_p0(module, name, args):
+    """No PROTO (protocol 0 for the unpickler), yet STACK_GLOBAL: opcodes
+    are not tied to the protocol, the renaming is.  BINUNICODE strings
+    (what pickle writes for long ones) make the first byte 'X'."""
+    def binuni(s):
+        return b"X" + struct.pack("<I", len(s.encode())) + s.encode()
+    return binuni(module) + binuni(name) + b"\x93(" + b"".join(binuni(a) for a in args) + b"tR."
+
+
+def py2_names():
+    """(file name, bytes, expected exit, global as CPython resolves it, source).
+    Expected names are written out by hand from _compat_pickle.py."""
+    return [
+        ("py2_test_support_p2.pkl", call_p2("test.test_support", "run_in_subinterp", ["pass"]), 3,
+         "test.support.run_in_subinterp", PY2 + ": IMPORT_MAPPING test.test_support"),
+        ("py2_stringio_open_p0_stack_global.pkl", stack_global_p0("StringIO", "open", ["/tmp/ckpt-x", "w"]),
+         3, "io.open", PY2 + ": no PROTO is protocol 0, STACK_GLOBAL renamed too"),
+        ("py2_anydbm_open_p2.pkl", call_p2("anydbm", "open", ["/tmp/ckpt-x", "n"]), 3, "dbm.open",
+         PY2 + ": IMPORT_MAPPING anydbm"),
+        ("py2_dumbdbm_open_p2.pkl", call_p2("dumbdbm", "open", ["/tmp/ckpt-x", "n"]), 3, "dbm.dumb.open",
+         PY2 + ": IMPORT_MAPPING dumbdbm"),
+        ("py2_tkinter_tcl_p0.pkl", call_p0("Tkinter", "Tcl", []), 3, "tkinter.Tcl",
+         PY2 + ": IMPORT_MAPPING Tkinter (Tcl().eval runs Tcl)"),
+        ("py2_cookielib_p2.pkl", call_p2("cookielib", "MozillaCookieJar", ["/tmp/ckpt-x"]), 3,
+         "http.cookiejar.MozillaCookieJar", PY2 + ": IMPORT_MAPPING cookielib"),
+        ("py2_elementtree_parse_p2.pkl", call_p2("_elementtree", "parse", ["/tmp/ckpt-x"]), 3,
+         "xml.etree.ElementTree.parse", PY2 + ": IMPORT_MAPPING _elementtree"),
+        ("py2_whichdb_p2.pkl", call_p2("whichdb", "whichdb", ["/tmp/ckpt-x"]), 3, "dbm.whichdb",
+         PY2 + ": NAME_MAPPING (whichdb, whichdb)"),
+        ("py2_intern_p2.pkl", call_p2("__builtin__", "intern", ["x"]), 3, "sys.intern",
+         PY2 + ": NAME_MAPPING (__builtin__, intern)"),
+        ("py2_proto4_then_2.pkl", b"\x80\x04" + call_p2("Tkinter", "Tcl", []), 3, "tkinter.Tcl",
+         PY2 + ": Unpickler.proto is the last PROTO's (4, then 2)"),
+        # no renaming: these name nothing Python 3 can import
+        ("py2_unmapped_proto3.pkl", b"\x80\x03" + call_p2("anydbm", "open", ["/tmp/ckpt-x", "n"])[2:], 0,
+         "anydbm.open", PY2 + ": protocol 3, nothing renamed (ImportError)"),
+        ("py2_unmapped_proto2_then_3.pkl", b"\x80\x02\x80\x03" + call_p2("Tkinter", "Tcl", [])[2:], 0,
+         "Tkinter.Tcl", PY2 + ": the last PROTO is 3, nothing renamed"),
+        ("py2_unmapped_exceptions_eval.pkl", call_p2("exceptions", "eval", ["1"]), 0, "exceptions.eval",
+         PY2 + ": only NAME_MAPPING's listed exceptions.* names move; exceptions is no module of IMPORT_MAPPING"),
+    ]
+
+
 def npy_object(payload):
     """A numpy .npy header for a 1-d object array, as numpy.save writes it
     (format 1.0: magic, version, header length, dict padded to 64), then
@@ -511,7 +558,8 @@ def main():
         print(f"dict_blob: hand-built bytes differ from pickle.dumps:\n  {dict_blob(OD)!r}\n  {real!r}",
               file=sys.stderr)
         bad += 1
-    for fn, data, want, glob, src in archives() + in_bytes() + npy_files() + modelscan_89():
+    for fn, data, want, glob, src in (archives() + in_bytes() + npy_files() + modelscan_89() +
+                                       py2_names()):
         if data is None:
             bad += 1
             continue
