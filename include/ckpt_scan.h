@@ -104,7 +104,11 @@ CKPT_API const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i)
 /* How many items have verdict v; called dangerous ones. */
 CKPT_API size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v);
 CKPT_API size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r);
-/* The worst verdict met (SAFE when no global was met). */
+/* The worst verdict met (SAFE when no global was met), but never SAFE for
+ * a report that is not complete (ckpt_scan_error() non-NULL: the file, a
+ * member or a pickle could not be read to its end, an encrypted or
+ * unsupported member, ...): UNKNOWN then, unless something met is
+ * DANGEROUS.  UNKNOWN for NULL. */
 CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
 /* Nonzero when the file should be refused: something dangerous, or with
  * CKPT_SCAN_STRICT something unknown. */

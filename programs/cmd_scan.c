@@ -105,9 +105,15 @@ static const char usage[] =
     "              \"called\", \"verdict\", \"why\"}], \"notes\": [...]}\n"
     "  -h, --help  show this help\n"
     "\n"
+    "A file that could not be read to its end is never \"safe\": its --json\n"
+    "\"verdict\" is \"unknown\" (\"complete\": false) unless something\n"
+    "dangerous was met.\n"
+    "\n"
     "Exit status: 0 nothing dangerous; 3 something dangerous (or, with\n"
-    "--strict, unknown); 1 the file could not be read to the end and nothing\n"
-    "dangerous was met before the error; 2 usage error.\n";
+    "--strict, unknown), also when the report could not then be written\n"
+    "(the write error on stderr); 1 the file could not be read to the end\n"
+    "and nothing dangerous was met before the error, or the report could\n"
+    "not be written; 2 usage error.\n";
 
 /* ------------------------------------------------------------------------ */
 /* Output                                                                     */
@@ -306,7 +312,10 @@ static int scan_one(const char *path, void *ctx)
         return cli_report(path, &err);
     }
     s = r ? ckpt_scan_reader(&rd, &opt, flags, &err) : ckpt_scan_path(path, &opt, flags, &err);
-    if (!s) return cli_report(path, &err);
+    if (!s) {
+        if (o->json) cli_json_error_line(path, &err);
+        return cli_report(path, &err);
+    }
     complete = ckpt_scan_error(s) == NULL;
     if (o->json) {
         print_json(path, s);
@@ -344,6 +353,9 @@ int cmd_scan(int argc, char **argv)
     r = cli_parse_files(argc, argv, options, sizeof options / sizeof options[0], usage, &ops,
                         &nops);
     if (r == CLI_CONTINUE) r = cli_batch(ops, nops, o.json, scan_one, &o);
+    /* a dangerous finding is the answer even when the report could not be
+     * written: the write error is still reported, the status stays 3 */
+    if (r == SCAN_DANGEROUS) cli_stdout_fail_status(SCAN_DANGEROUS);
     free(ops);
     return r;
 }

@@ -1705,12 +1705,14 @@ size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r)
     return r ? r->called_dangerous : 0;
 }
 
+/* A file not read to its end is never SAFE: what was not read may name
+ * anything. */
 ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r)
 {
-    if (!r) return CKPT_VERDICT_SAFE;
-    return r->tally[CKPT_VERDICT_DANGEROUS] ? CKPT_VERDICT_DANGEROUS
-           : r->tally[CKPT_VERDICT_UNKNOWN] ? CKPT_VERDICT_UNKNOWN
-                                            : CKPT_VERDICT_SAFE;
+    if (!r) return CKPT_VERDICT_UNKNOWN;
+    return r->tally[CKPT_VERDICT_DANGEROUS]              ? CKPT_VERDICT_DANGEROUS
+           : r->tally[CKPT_VERDICT_UNKNOWN] || r->failed ? CKPT_VERDICT_UNKNOWN
+                                                         : CKPT_VERDICT_SAFE;
 }
 
 int ckpt_scan_flagged(const ckpt_scan_report *r)

@@ -32,3 +32,8 @@ if(CKPT_PYTHON3)
            ${PROJECT_SOURCE_DIR}/src/pickle/gen_compat_pickle.py --check
            ${PROJECT_SOURCE_DIR}/src/pickle/compat_pickle.inc)
 endif()
+
+# issue 33: a file not read to its end is never "safe" (--json verdict),
+# and a dangerous file exits 3 even when its report cannot be written.
+add_test(NAME scan_verdict_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/scan/verdict_cli_test.sh
+         $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/scan ${PROJECT_SOURCE_DIR}/examples/sample.pt)

@@ -195,6 +195,32 @@ int main(int argc, char **argv)
     CHECK(ckpt_scan_flagged(r));
     ckpt_scan_free(r);
 
+    SECTION("a file not read to its end is never safe");
+    /* a safe global, then the pickle breaks: UNKNOWN, not SAFE, not flagged */
+    n = call_pickle(buf, "collections", "OrderedDict", "x");
+    r = ckpt_scan_memory(buf, n - 2, NULL, 0, &err);
+    CHECK(r != NULL);
+    CHECK(ckpt_scan_error(r) != NULL);
+    CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_SAFE), 1);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    CHECK(!ckpt_scan_flagged(r));
+    ckpt_scan_free(r);
+    /* nothing met at all: a truncated pickle, no bytes */
+    r = ckpt_scan_memory("\x80\x02(", 3, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL && ckpt_scan_count(r) == 0);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    ckpt_scan_free(r);
+    r = ckpt_scan_memory("", 0, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    ckpt_scan_free(r);
+    /* dangerous stays dangerous */
+    n = call_pickle(buf, "os", "system", "true");
+    r = ckpt_scan_memory(buf, n - 2, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_DANGEROUS);
+    ckpt_scan_free(r);
+
     SECTION("hostile acts are attacks, not only read errors");
     /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */
     check_act("\x80\x02"
