@@ -114,6 +114,15 @@ typedef struct ckpt_global_ref {
     const char *pickle; /* which pickle: "data.pkl", "legacy:object", ... */
     int64_t offset;     /* byte offset in the file of the opcode */
     int called;         /* REDUCE/NEWOBJ/INST/OBJ applied it */
+    /* A global of a pickle found inside a bytes value (options'
+     * scan_all_pickles): what the file hands those bytes to
+     * ("pickle.loads", "torch.storage._load_from_bytes", "io.BytesIO",
+     * ...), or "" when nothing in the file hands them to a loader (the
+     * value only begins like a pickle: a later load of those bytes would run
+     * this global, loading the file does not).  Through bytes inside bytes:
+     * "" when any of them is not handed to a loader.  NULL for a global of
+     * the file's own pickles. */
+    const char *loader;
 } ckpt_global_ref;
 
 /* Limits protect against hostile files.  Each is checked BEFORE an allocation

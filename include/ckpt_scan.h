@@ -18,6 +18,13 @@
  *   CKPT_VERDICT_DANGEROUS  can run code, touch files or the network, or
  *                           load another pickle when unpickled
  *
+ * A pickle found inside a bytes value counts only when the file hands the
+ * bytes to a loader (pickle.loads, torch.storage._load_from_bytes,
+ * io.BytesIO, ...): one kept as a plain bytes value that nothing
+ * unpickles is listed with its items marked `unloaded` and a note, and
+ * counted apart (ckpt_scan_unloaded()), as loading the file does not run
+ * it.  A report that is not complete is never SAFE (ckpt_scan_verdict()).
+ *
  * Thread safety: ckpt_global_verdict() may be called from any thread; a
  * report is immutable once returned and may be read from several threads.
  */
@@ -69,6 +76,12 @@ typedef struct ckpt_scan_item {
                              in a pickle that names a dangerous callable is
                              dangerous) */
     const char *why;      /* static one-line reason, "" when none */
+    int unloaded;         /* 1: in a pickle kept as a bytes value that nothing
+                             in the file hands to a loader (it only begins
+                             like a pickle): listed with its verdict, but
+                             not counted by ckpt_scan_tally() nor the file's
+                             verdict, as loading the file does not run it
+                             (ckpt_scan_unloaded() counts these) */
 } ckpt_scan_item;
 
 typedef struct ckpt_scan_report ckpt_scan_report;
@@ -101,9 +114,14 @@ CKPT_API void ckpt_scan_free(ckpt_scan_report *r);
 CKPT_API size_t ckpt_scan_count(const ckpt_scan_report *r);
 CKPT_API const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i);
 
-/* How many items have verdict v; called dangerous ones. */
+/* How many items have verdict v; called dangerous ones.  Neither counts
+ * unloaded items (see ckpt_scan_item.unloaded). */
 CKPT_API size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v);
 CKPT_API size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r);
+/* How many unloaded items have verdict v: globals of pickles that sit in
+ * bytes values nothing in the file unpickles; a note names each such
+ * pickle.  They make neither ckpt_scan_verdict() nor ckpt_scan_flagged(). */
+CKPT_API size_t ckpt_scan_unloaded(const ckpt_scan_report *r, ckpt_verdict v);
 /* The worst verdict met (SAFE when no global was met), but never SAFE for
  * a report that is not complete (ckpt_scan_error() non-NULL: the file, a
  * member or a pickle could not be read to its end, an encrypted or

@@ -47,7 +47,13 @@ static const char usage[] =
     "torch.storage._load_from_bytes, joblib, numpy.load, ...), is opened as\n"
     "a file of its own and scanned, 8 deep at most: PICKLE\n"
     "'data.pkl>bytes@N' (N: offset of the opcode that made it; OFFSET is\n"
-    "then within those bytes).  A name is resolved as Python's unpickler\n"
+    "then within those bytes).  Its globals count only when the file hands\n"
+    "the bytes to a loader: a pickle kept as a bytes value that nothing\n"
+    "unpickles is what a later, separate load would run, not a load of\n"
+    "this file, so its globals are listed ('[in bytes nothing here\n"
+    "unpickles: not counted]'; --json \"unloaded\": true), a note names the\n"
+    "pickle, the summary and --json count them apart, and they make neither\n"
+    "exit 3 nor --strict's.  A name is resolved as Python's unpickler\n"
     "resolves it (GLOBAL, STACK_GLOBAL through the memo); while a pickle's\n"
     "protocol is below 3 (no PROTO opcode yet: 0; else the last PROTO's)\n"
     "a Python 2 name is renamed through CPython's _compat_pickle tables,\n"
@@ -100,9 +106,10 @@ static const char usage[] =
     "  --json      one JSON object instead: {\"file\", \"format\", \"complete\",\n"
     "              \"error\", \"strict\", \"verdict\", \"counts\": {\"safe\",\n"
     "              \"unknown\", \"dangerous\", \"called_dangerous\",\n"
-    "              \"called_unknown\"}, \"globals\":\n"
-    "              [{\"module\", \"name\", \"global\", \"pickle\", \"offset\",\n"
-    "              \"called\", \"verdict\", \"why\"}], \"notes\": [...]}\n"
+    "              \"called_unknown\", \"unloaded\", \"unloaded_dangerous\"},\n"
+    "              \"globals\": [{\"module\", \"name\", \"global\", \"pickle\",\n"
+    "              \"offset\", \"called\", \"unloaded\", \"verdict\", \"why\"}],\n"
+    "              \"notes\": [...]}\n"
     "  -h, --help  show this help\n"
     "\n"
     "A file that could not be read to its end is never \"safe\": its --json\n"
@@ -167,8 +174,11 @@ static void print_table(const ckpt_scan_report *s)
         printf("%*lld  ", (int)wo, (long long)it->offset);
         if (it->verdict != CKPT_VERDICT_SAFE && it->why[0])
             printf("%-6s  %s", it->called ? "yes" : "no", it->why);
+        else if (it->unloaded)
+            printf("%-6s ", it->called ? "yes" : "no");
         else
             fputs(it->called ? "yes" : "no", stdout);
+        if (it->unloaded) fputs(" [in bytes nothing here unpickles: not counted]", stdout);
         putchar('\n');
         if ((i & 4095) == 0 && cli_stdout_failed()) return;
     }
@@ -182,7 +192,7 @@ static size_t called_unknown(const ckpt_scan_report *s)
     size_t i, k = 0, n = ckpt_scan_count(s);
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
-        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) k++;
+        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called && !it->unloaded) k++;
     }
     return k;
 }
@@ -194,6 +204,10 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
     size_t unknown = ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN);
     size_t dangerous = ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS);
     size_t unknown_called = called_unknown(s);
+    size_t unloaded = ckpt_scan_unloaded(s, CKPT_VERDICT_SAFE) +
+                      ckpt_scan_unloaded(s, CKPT_VERDICT_UNKNOWN) +
+                      ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS);
+    size_t unloaded_dangerous = ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS);
     int complete = ckpt_scan_error(s) == NULL;
     fputs("summary: ", stdout);
     put_shown(path);
@@ -201,6 +215,9 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
            complete ? "" : " met before the error", safe, unknown);
     if (unknown) printf(" (%zu called)", unknown_called);
     printf(", %zu dangerous", dangerous);
+    if (unloaded)
+        printf("; %zu more in pickles kept as bytes that nothing here unpickles (%zu dangerous)",
+               unloaded, unloaded_dangerous);
     if (dangerous)
         printf(" (%zu called) -- DANGEROUS: torch.load(weights_only=False) of "
                "this file can run code",
@@ -213,6 +230,10 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
               stdout);
     else
         fputs(" -- nothing dangerous", stdout);
+    if (!dangerous && unloaded_dangerous)
+        fputs("; a pickle kept as bytes names something dangerous: a later load of those "
+              "bytes would run code, loading this file does not",
+              stdout);
     if (!complete) fputs("; the rest of the file could not be read", stdout);
     putchar('\n');
 }
@@ -248,11 +269,15 @@ static void print_json(const char *path, const ckpt_scan_report *s)
     }
     printf(", \"strict\": %s, \"verdict\": \"%s\", \"counts\": {\"safe\": %zu, "
            "\"unknown\": %zu, \"dangerous\": %zu, \"called_dangerous\": %zu, "
-           "\"called_unknown\": %zu}, \"globals\": [",
+           "\"called_unknown\": %zu, \"unloaded\": %zu, \"unloaded_dangerous\": %zu}, "
+           "\"globals\": [",
            (ckpt_scan_flags(s) & CKPT_SCAN_STRICT) ? "true" : "false",
            ckpt_verdict_name(ckpt_scan_verdict(s)), ckpt_scan_tally(s, CKPT_VERDICT_SAFE),
            ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN), ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS),
-           ckpt_scan_called_dangerous(s), called_unknown(s));
+           ckpt_scan_called_dangerous(s), called_unknown(s),
+           ckpt_scan_unloaded(s, CKPT_VERDICT_SAFE) + ckpt_scan_unloaded(s, CKPT_VERDICT_UNKNOWN) +
+               ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS),
+           ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS));
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
         fputs(i ? ", {\"module\": " : "{\"module\": ", stdout);
@@ -275,9 +300,10 @@ static void print_json(const char *path, const ckpt_scan_report *s)
         }
         fputs(", \"pickle\": ", stdout);
         json_str(it->pickle);
-        printf(", \"offset\": %lld, \"called\": %s, \"verdict\": \"%s\", \"why\": ",
+        printf(", \"offset\": %lld, \"called\": %s, \"unloaded\": %s, \"verdict\": \"%s\", "
+               "\"why\": ",
                (long long)it->offset, it->called ? "true" : "false",
-               ckpt_verdict_name(it->verdict));
+               it->unloaded ? "true" : "false", ckpt_verdict_name(it->verdict));
         json_str(it->why);
         putchar('}');
         if ((i & 4095) == 0 && cli_stdout_failed()) return;

@@ -9,6 +9,10 @@
  * globals passed on to the scanner labelled "data.pkl>bytes@OFFSET" (then
  * ">data.pkl", ">pickle#2", ... for what the bytes hold but a plain first
  * pickle), to a bounded depth.  Bytes that do not open give a note.
+ * Each global says which loader the file hands its bytes to
+ * (ckpt_global_ref.loader), "" when none does: bytes that only begin like a
+ * pickle are what a later, separate load would run, not a load of the file;
+ * such a pickle also gets a note.
  */
 #include "formats.h"
 
@@ -57,6 +61,7 @@ typedef struct nested_ctx {
     void (*on_global)(void *ctx, const ckpt_global_ref *g);
     void *ctx;
     const char *prefix;
+    const char *loader; /* what the file hands these bytes to, "" nothing */
     int depth;
 } nested_ctx;
 
@@ -72,6 +77,11 @@ static void prefixed_global(void *ctx, const ckpt_global_ref *g)
     else
         snprintf(label, sizeof label, "%s>%s", c->prefix, g->pickle);
     h.pickle = label;
+    /* bytes in bytes: loaded only when every link is */
+    if (!c->loader[0])
+        h.loader = "";
+    else if (!g->loader)
+        h.loader = c->loader;
     if (c->on_global) c->on_global(c->ctx, &h);
 }
 
@@ -86,9 +96,21 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
     uint64_t budget = f->src.size + (1u << 20), spent = 0;
     for (size_t i = 0; i < f->pk.nnested; i++) {
         const ck_nested *n = &f->pk.nested[i];
-        bool seen = false;
+        bool seen = false, begins = false;
+        const char *loader = NULL;
         for (size_t j = 0; j < i && !seen; j++) seen = f->pk.nested[j].bytes == n->bytes;
-        if (seen || (n->callee && !is_loader(n->callee))) continue;
+        if (seen) continue;
+        /* every record of these bytes: made beginning with PROTO (no
+         * callee), or an argument of a call, of a loader or not */
+        for (size_t j = i; j < f->pk.nnested; j++) {
+            const ck_nested *o = &f->pk.nested[j];
+            if (o->bytes != n->bytes) continue;
+            if (!o->callee)
+                begins = true;
+            else if (!loader && is_loader(o->callee))
+                loader = o->callee;
+        }
+        if (!loader && !begins) continue;
         char prefix[256];
         snprintf(prefix, sizeof prefix, "%.200s>bytes@%lld", n->label, (long long)n->pos);
         const char *why = NULL;
@@ -102,7 +124,8 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
             continue;
         }
         spent += n->bytes->u.s.n;
-        nested_ctx c = {f->opt.on_global, f->opt.on_global_ctx, prefix, depth};
+        nested_ctx c = {f->opt.on_global, f->opt.on_global_ctx, prefix, loader ? loader : "",
+                        depth};
         ckpt_options o = f->opt;
         o.on_global = prefixed_global;
         o.on_global_ctx = &c;
@@ -114,12 +137,18 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
         if (!g) {
             if (e.code == CKPT_E_NOMEM) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             if (ck_note(&f->pk, "%s%s does not open: %s (byte %lld)", prefix,
-                        n->callee ? "" : " (begins like a pickle)", e.message, (long long)e.offset))
+                        loader ? "" : " (begins like a pickle)", e.message, (long long)e.offset))
                 return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             continue;
         }
         size_t nn = ckpt_note_count(g);
         int r = 0;
+        if (!loader)
+            r = ck_note(&f->pk,
+                        "%s: a pickle kept as a bytes value that nothing in the file hands to "
+                        "a loader: its globals are listed, but loading this file does not run "
+                        "them (a later load of those bytes would)",
+                        prefix);
         for (size_t k = 0; k < nn && r == 0; k++)
             r = ck_note(&f->pk, "%s: %s", prefix, ckpt_note_at(g, k));
         ckpt_close(g);

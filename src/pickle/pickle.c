@@ -1219,6 +1219,7 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     r->pickle = m->in->label;
     r->offset = op_pos(m);
     r->called = 0;
+    r->loader = NULL;
     g->u.g->gref = m->u->nglobals++;
     return push(m, g);
 }
@@ -1241,6 +1242,7 @@ static int record_act(machine *m, const char *what)
     r->pickle = m->in->label;
     r->offset = op_pos(m);
     r->called = 1; /* it acts while loading, as a call would */
+    r->loader = NULL;
     return 0;
 }
 

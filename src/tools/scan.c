@@ -790,7 +790,8 @@ struct ckpt_scan_report {
     size_t nstrings, strings_cap;
     char **notes;
     size_t nnotes;
-    size_t tally[3], called_dangerous;
+    size_t tally[3], called_dangerous; /* of the items a load of the file reaches */
+    size_t unloaded[3];                 /* of those in bytes nothing unpickles */
     unsigned flags;
     int format; /* -1: the file did not open */
     int failed;
@@ -848,6 +849,7 @@ static void on_global(void *ctx, const ckpt_global_ref *g)
     it->pickle = keep_label(r, g->pickle ? g->pickle : "");
     it->offset = g->offset;
     it->called = g->called != 0;
+    it->unloaded = g->loader && !g->loader[0];
     it->why = "";
     if (!it->module || !it->name || !it->pickle) {
         r->oom = 1;
@@ -897,6 +899,10 @@ static void classify_all(ckpt_scan_report *r)
     for (i = 0; i < r->n; i++) {
         if (strict && r->items[i].verdict == CKPT_VERDICT_UNKNOWN && r->items[i].why[0] == '\0')
             r->items[i].why = "not on torch's weights_only allowlist (--strict)";
+        if (r->items[i].unloaded) { /* listed, not what a load of the file runs */
+            r->unloaded[r->items[i].verdict]++;
+            continue;
+        }
         r->tally[r->items[i].verdict]++;
         if (r->items[i].verdict == CKPT_VERDICT_DANGEROUS && r->items[i].called)
             r->called_dangerous++;
@@ -1024,6 +1030,7 @@ static int merge(ckpt_scan_report *r, const ckpt_scan_report *sub, const char *m
         g.pickle = label;
         g.offset = it->offset;
         g.called = it->called;
+        g.loader = it->unloaded ? "" : NULL;
         on_global(r, &g);
         free(label);
     }
@@ -1698,6 +1705,11 @@ const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i)
 size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v)
 {
     return r && (unsigned)v < 3 ? r->tally[v] : 0;
+}
+
+size_t ckpt_scan_unloaded(const ckpt_scan_report *r, ckpt_verdict v)
+{
+    return r && (unsigned)v < 3 ? r->unloaded[v] : 0;
 }
 
 size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r)

@@ -290,6 +290,7 @@ def tar_with_second_pickle():
 
 
 ISSUE12_BYTES = "ckpt issue 12 group 2 (pickles inside bytes values that a loader would unpickle)"
+ISSUE33_UNLOADED = "ckpt issue 33 (a pickle kept as bytes is a threat only when the file hands it to a loader)"
 
 
 def binbytes(b):
@@ -320,8 +321,10 @@ def in_bytes():
     """(file name, bytes, expected exit, global, source) for pickles in bytes."""
     p0 = call_p0("posix", "system", ["true"])
     return [
-        ("bytes_blob_pickle.pkl", dict_blob(EVIL), 3, "os.system",
-         ISSUE12_BYTES + ": bytes beginning with PROTO, no loader named (a later pickle.loads)"),
+        # issue 33: a pickle kept as bytes that nothing unpickles is listed
+        # (unloaded), but loading the file does not run it: exit 0
+        ("bytes_blob_pickle.pkl", dict_blob(EVIL), 0, "os.system",
+         ISSUE33_UNLOADED + ": bytes beginning with PROTO, no loader named (a later pickle.loads)"),
         ("bytes_pickle_loads.pkl", b"\x80\x03cpickle\nloads\n" + binbytes(EVIL) + b"\x85R.", 3,
          "os.system", ISSUE12_BYTES + ": pickle.loads(bytes)"),
         ("bytes_pickle_loads_p0_codecs.pkl",
@@ -334,8 +337,16 @@ def in_bytes():
         ("bytes_storage_load_from_bytes.pt",
          torch_zip_of(b"\x80\x02ctorch.storage\n_load_from_bytes\n" + binbytes(torch_zip_of(EVIL)) + b"\x85R."),
          3, "os.system", ISSUE12_BYTES + ": torch.storage._load_from_bytes in data.pkl"),
-        ("bytes_blob_twice.pkl", dict_blob(dict_blob(EVIL)), 3, "os.system",
-         ISSUE12_BYTES + ": a pickle in bytes in a pickle in bytes"),
+        ("bytes_blob_twice.pkl", dict_blob(dict_blob(EVIL)), 0, "os.system",
+         ISSUE33_UNLOADED + ": a pickle in bytes in a pickle in bytes, neither loaded"),
+        ("bytes_loads_inside_blob.pkl", dict_blob(b"\x80\x03cpickle\nloads\n" + binbytes(EVIL) + b"\x85R."),
+         0, "os.system", ISSUE33_UNLOADED + ": pickle.loads inside bytes that nothing loads"),
+        ("bytes_blob_to_unknown_class.pkl",
+         b"\x80\x03cmymodel\nConfig\n" + binbytes(EVIL) + b"\x85R.", 0, "os.system",
+         ISSUE33_UNLOADED + ": bytes beginning with PROTO given to a class that is no loader"),
+        ("bytes_blob_then_loads.pkl",
+         b"\x80\x03(" + binbytes(EVIL) + b"q\x00cpickle\nloads\nh\x00\x85Rt.", 3, "os.system",
+         ISSUE33_UNLOADED + ": the same bytes kept, then handed to pickle.loads through the memo"),
         ("honest_bytes_blob_pickle.pkl", dict_blob(OD), 0, "-",
          "honest: {'blob': pickle.dumps(OrderedDict, protocol=2)} (pickle.dumps, protocol=3)"),
     ]

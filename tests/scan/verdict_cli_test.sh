@@ -20,6 +20,39 @@ trap 'rm -rf "$T"' EXIT
 verdict() { sed -n 's/.*"verdict": "\([a-z]*\)", "counts".*/\1/p'; }
 complete() { sed -n 's/.*"complete": \([a-z]*\),.*/\1/p'; }
 
+# the "unloaded" field of GLOBAL (default os.system) in FILE's --json
+unloaded() {
+    "$CKPT" scan --json "$F/$1" | tr '{' '\n' | grep "\"global\": \"${2:-os.system}\"" |
+        sed -n 's/.*"unloaded": \([a-z]*\),.*/\1/p' | head -n 1
+}
+
+# a pickle kept as bytes that nothing in the file unpickles: listed, noted,
+# counted apart, exit 0; handed to a loader (also through the memo, through
+# io.BytesIO, torch.storage._load_from_bytes): counted, exit 3
+out=$("$CKPT" scan --json "$F/bytes_blob_pickle.pkl")
+check "$?" 0 "bytes nothing unpickles: exit 0"
+check "$(unloaded bytes_blob_pickle.pkl)" true "bytes nothing unpickles: os.system listed with unloaded true"
+case $out in *'"dangerous": 0, '*'"unloaded": 1, "unloaded_dangerous": 1}'*) ok "bytes nothing unpickles: counts.unloaded_dangerous 1, dangerous 0" ;;
+*) nok "bytes nothing unpickles: counts.unloaded_dangerous 1, dangerous 0 ($out)" ;; esac
+case $out in *'nothing in the file hands to a loader'*) ok "bytes nothing unpickles: a note says so" ;;
+*) nok "bytes nothing unpickles: a note says so" ;; esac
+"$CKPT" scan "$F/bytes_blob_pickle.pkl" | tail -n 1 | grep -q "a later load of those bytes would run code" &&
+    ok "bytes nothing unpickles: the summary says what a later load would do" ||
+    nok "bytes nothing unpickles: the summary says what a later load would do"
+"$CKPT" scan --strict "$F/bytes_blob_pickle.pkl" >/dev/null
+check "$?" 0 "bytes nothing unpickles: --strict exit 0 too"
+for f in bytes_blob_twice.pkl bytes_loads_inside_blob.pkl bytes_blob_to_unknown_class.pkl; do
+    check "$(unloaded $f)" true "$f: os.system unloaded"
+done
+check "$(unloaded bytes_pickle_loads_p0_codecs.pkl posix.system)" false \
+    "_pickle.loads(_codecs.encode(...)): posix.system not unloaded"
+for f in bytes_pickle_loads.pkl bytes_blob_then_loads.pkl bytes_torch_load_bytesio.pkl \
+         bytes_storage_load_from_bytes.pt; do
+    "$CKPT" scan "$F/$f" >/dev/null
+    check "$?" 3 "$f: handed to a loader: exit 3"
+    check "$(unloaded $f)" false "$f: os.system not unloaded"
+done
+
 # a file cut short (the ZIP has no central directory: nothing is read)
 head -c 200 "$SAMPLE" >"$T/cut.pt"
 out=$("$CKPT" scan --json "$T/cut.pt" 2>/dev/null)

@@ -47,6 +47,40 @@ static size_t call_pickle(unsigned char *out, const char *module, const char *na
     return n;
 }
 
+/* on_global of a reader with scan_all_pickles: each global's loader. */
+typedef struct loaders_seen {
+    char name[4][64], loader[4][64];
+    int null_loader[4];
+    size_t n;
+} loaders_seen;
+
+static void record_loader(void *ctx, const ckpt_global_ref *g)
+{
+    loaders_seen *s = ctx;
+    if (s->n >= 4) return;
+    snprintf(s->name[s->n], sizeof s->name[0], "%s.%s", g->module, g->name);
+    s->null_loader[s->n] = g->loader == NULL;
+    snprintf(s->loader[s->n], sizeof s->loader[0], "%s", g->loader ? g->loader : "");
+    s->n++;
+}
+
+/* PROTO 3, `head`, SHORT_BINBYTES of the os.system pickle, `tail`. */
+static size_t wrap_evil(unsigned char *out, const char *head, const char *tail)
+{
+    unsigned char evil[64];
+    size_t e = call_pickle(evil, "os", "system", "true"), n = 0;
+    out[n++] = 0x80;
+    out[n++] = 3;
+    memcpy(out + n, head, strlen(head));
+    n += strlen(head);
+    out[n++] = 'C';
+    out[n++] = (unsigned char)e;
+    memcpy(out + n, evil, e);
+    n += e;
+    memcpy(out + n, tail, strlen(tail));
+    return n + strlen(tail);
+}
+
 /* A hostile act (BUILD/SETITEM on a global, EXT*): the scan flags it as the
  * last item, a "<pickle>" act named `act` at `offset`, with the read error;
  * the reader alone still refuses the file with its one-line error. */
@@ -220,6 +254,65 @@ int main(int argc, char **argv)
     CHECK(r && ckpt_scan_error(r) != NULL);
     CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_DANGEROUS);
     ckpt_scan_free(r);
+
+    SECTION("a pickle kept as bytes that nothing unpickles");
+    {
+        unsigned char p[128];
+        ckpt_options o;
+        loaders_seen s;
+        /* pickle.loads(b): loaded, os.system counted */
+        n = wrap_evil(p, "cpickle\nloads\n", "\x85R.");
+        memset(&s, 0, sizeof s);
+        ckpt_options_init(&o);
+        o.scan_all_pickles = 1;
+        o.on_global = record_loader;
+        o.on_global_ctx = &s;
+        {
+            ckpt_file *f = ckpt_open_memory(p, n, &o, &err);
+            CHECK(f != NULL);
+            if (f) ckpt_close(f);
+        }
+        CHECK_EQ_U64(s.n, 2);
+        CHECK_STR(s.name[0], "pickle.loads");
+        CHECK(s.null_loader[0]); /* the file's own pickle */
+        CHECK_STR(s.name[1], "os.system");
+        CHECK(!s.null_loader[1]);
+        CHECK_STR(s.loader[1], "pickle.loads");
+        r = ckpt_scan_memory(p, n, NULL, 0, &err);
+        CHECK(r && ckpt_scan_count(r) == 2 && !ckpt_scan_at(r, 1)->unloaded);
+        CHECK(r && ckpt_scan_flagged(r));
+        CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_DANGEROUS), 2);
+        CHECK_EQ_U64(ckpt_scan_unloaded(r, CKPT_VERDICT_DANGEROUS), 0);
+        ckpt_scan_free(r);
+        /* {'b': bytes}: nothing loads it; listed, not counted, noted */
+        n = wrap_evil(p, "}\x8c\x01" "b", "s.");
+        memset(&s, 0, sizeof s);
+        {
+            ckpt_file *f = ckpt_open_memory(p, n, &o, &err);
+            CHECK(f != NULL);
+            if (f) ckpt_close(f);
+        }
+        CHECK_EQ_U64(s.n, 1);
+        CHECK_STR(s.name[0], "os.system");
+        CHECK(!s.null_loader[0]);
+        CHECK_STR(s.loader[0], "");
+        r = ckpt_scan_memory(p, n, NULL, CKPT_SCAN_STRICT, &err);
+        CHECK(r != NULL && ckpt_scan_error(r) == NULL);
+        CHECK(r && ckpt_scan_count(r) == 1 && ckpt_scan_at(r, 0)->unloaded);
+        CHECK(r && ckpt_scan_at(r, 0)->verdict == CKPT_VERDICT_DANGEROUS);
+        CHECK(!ckpt_scan_flagged(r));
+        CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_SAFE);
+        CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_DANGEROUS), 0);
+        CHECK_EQ_U64(ckpt_scan_called_dangerous(r), 0);
+        CHECK_EQ_U64(ckpt_scan_unloaded(r, CKPT_VERDICT_DANGEROUS), 1);
+        {
+            int noted = 0;
+            for (size_t i = 0; i < ckpt_scan_note_count(r); i++)
+                noted |= strstr(ckpt_scan_note_at(r, i), "nothing in the file hands to a loader") != NULL;
+            CHECK(noted);
+        }
+        ckpt_scan_free(r);
+    }
 
     SECTION("hostile acts are attacks, not only read errors");
     /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */
