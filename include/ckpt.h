@@ -123,6 +123,13 @@ typedef struct ckpt_global_ref {
      * "" when any of them is not handed to a loader.  NULL for a global of
      * the file's own pickles. */
     const char *loader;
+    /* For scanners (options' scan_all_pickles; NULL without it): the
+     * argument tuple the pickle called this global with, when every call
+     * the machine saw (REDUCE, NEWOBJ, INST, OBJ; NEWOBJ_EX without its
+     * keywords) used that one tuple; NULL when not called, called with
+     * several, or through a path that shows no arguments.  Read it with
+     * ckpt_value_*(), during on_global only. */
+    const struct ckpt_value *args;
 } ckpt_global_ref;
 
 /* Limits protect against hostile files.  Each is checked BEFORE an allocation

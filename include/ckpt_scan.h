@@ -18,6 +18,14 @@
  *   CKPT_VERDICT_DANGEROUS  can run code, touch files or the network, or
  *                           load another pickle when unpickled
  *
+ * One global is judged by its call, in a whole-file scan: numpy.memmap
+ * (numpy.core.memmap.memmap, numpy._core.memmap.memmap) called with mode
+ * 'w+' or 'r+' (numpy's default), with a mode that is not a constant
+ * string, or in a pickle that also names functools.partial creates,
+ * truncates or grows the file: DANGEROUS; with mode 'r'/'c' it maps the
+ * file read-only: UNKNOWN; named and not called (ndarray.__reduce__ names
+ * it for numpy's _reconstruct) UNKNOWN, as ckpt_global_verdict() says.
+ *
  * A pickle found inside a bytes value counts only when the file hands the
  * bytes to a loader (pickle.loads, torch.storage._load_from_bytes,
  * io.BytesIO, ...): one kept as a plain bytes value that nothing

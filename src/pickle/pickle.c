@@ -1220,6 +1220,7 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     r->offset = op_pos(m);
     r->called = 0;
     r->loader = NULL;
+    r->args = NULL;
     g->u.g->gref = m->u->nglobals++;
     return push(m, g);
 }
@@ -1243,6 +1244,7 @@ static int record_act(machine *m, const char *what)
     r->offset = op_pos(m);
     r->called = 1; /* it acts while loading, as a call would */
     r->loader = NULL;
+    r->args = NULL;
     return 0;
 }
 
@@ -1255,10 +1257,18 @@ static int act_on_global(machine *m, const char *op, const ckpt_value *target)
     return PFAIL("%s on a %s", op, ckpt_kind_name((ckpt_kind)target->kind));
 }
 
-static void mark_called(machine *m, const ckpt_value *callable)
+/* The global `callable` is called with `args` (NULL: not seen).  For
+ * scanners the global keeps the tuple while every call uses that one. */
+static void mark_called(machine *m, const ckpt_value *callable, const ckpt_value *args)
 {
-    if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->u->nglobals)
-        m->u->globals[callable->u.g->gref].called = 1;
+    if (callable->kind != CKPT_V_GLOBAL || callable->u.g->gref >= m->u->nglobals) return;
+    ckpt_global_ref *r = &m->u->globals[callable->u.g->gref];
+    if (!m->u->opt->scan_all_pickles) args = NULL; /* values may be given back */
+    if (!r->called)
+        r->args = args;
+    else if (r->args != args)
+        r->args = NULL;
+    r->called = 1;
 }
 
 /* ---- interpreting known callables -------------------------------------- */
@@ -1364,7 +1374,7 @@ static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s)
  * makes an inert OBJECT of anything else. */
 static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out)
 {
-    mark_called(m, callable);
+    mark_called(m, callable, args->kind == CKPT_V_TUPLE ? args : NULL);
     if (args->kind != CKPT_V_TUPLE) return PFAIL("call arguments are not a tuple");
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
@@ -1430,7 +1440,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
             break;
         case CK_TAG_COPYREG_RECONSTRUCTOR:
             if (n == 3 && a[0]->kind == CKPT_V_GLOBAL) {
-                mark_called(m, a[0]);
+                mark_called(m, a[0], NULL);
                 *out = new_object(m, a[0], NULL);
                 return *out ? 0 : OOM();
             }
@@ -1472,12 +1482,12 @@ static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **ou
          cls->gid == CK_TAG_LIST || cls->gid == CK_TAG_TUPLE))
         return apply(m, cls, args, out);
     if (cls->kind == CKPT_V_GLOBAL && cls->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
-        mark_called(m, cls);
+        mark_called(m, cls, args);
         int r = m->u->hooks.reduce(m->u->hooks.ud, m, cls, args, true, out);
         if (r == 0 && m->consumed != args) pin(*out);
         if (r <= 0) return r;
     }
-    mark_called(m, cls);
+    mark_called(m, cls, args);
     *out = new_object(m, cls, args);
     return *out ? 0 : OOM();
 }
@@ -2116,7 +2126,7 @@ void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint6
 
 void ck_machine_called(ck_machine *m, const ckpt_value *g)
 {
-    mark_called(m, g);
+    mark_called(m, g, NULL);
 }
 
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args)

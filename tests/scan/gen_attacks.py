@@ -399,6 +399,48 @@ def py2_names():
     ]
 
 
+MEMMAP = ("numpy source (numpy/core/memmap.py): memmap(filename, dtype, mode='r+', ...) opens "
+          "'w+' as open(f, 'w+b') (creates/truncates), 'r+' (the default) as 'r+b' and grows the file; "
+          "'r'/'c' open 'rb'")
+
+
+def memmap_files():
+    """numpy.memmap calls by mode, and an honest pickled memmap (which names
+    the class for _reconstruct and never calls it)."""
+    path = "/tmp/ckpt-x"
+    partial = (b"\x80\x02cfunctools\npartial\ncnumpy\nmemmap\n\x85R"
+               b"(X" + struct.pack("<I", len(path)) + path.encode() + b"tR.")
+    out = [
+        ("numpy_memmap_w_plus.pkl", call_p2("numpy", "memmap", [path, "uint8", "w+"]), 3, "numpy.memmap",
+         MEMMAP + ": mode 'w+' creates or truncates the file"),
+        ("numpy_memmap_default_mode.pkl", call_p2("numpy", "memmap", [path]), 3, "numpy.memmap",
+         MEMMAP + ": no mode is 'r+', which grows and writes the file"),
+        ("numpy_memmap_core_write_p4.pkl", call_p4("numpy.core.memmap", "memmap", [path, "uint8", "write"]), 3,
+         "numpy.core.memmap.memmap", MEMMAP + ": mode 'write' is 'w+'"),
+        ("numpy_memmap_partial.pkl", partial, 3, "numpy.memmap",
+         MEMMAP + ": functools.partial(numpy.memmap)(path): called with arguments a scan does not see"),
+        ("numpy_memmap_readonly.pkl", call_p2("numpy", "memmap", [path, "uint8", "r"]), 0, "numpy.memmap",
+         MEMMAP + ": mode 'r' maps the file read-only and writes nothing"),
+    ]
+    fn = "honest_numpy_memmap.pkl"
+    try:
+        import numpy
+    except ImportError:
+        with open(os.path.join(OUT, fn), "rb") as f:  # keep the committed one
+            return out + [(fn, f.read(), 0, "-", "honest: pickle.dumps(numpy.memmap(f, mode='r'), protocol=2)")]
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "m.bin")
+        with open(p, "wb") as f:
+            f.write(b"\x01\x02")
+        mm = numpy.memmap(p, dtype=numpy.uint8, mode="r", shape=(2,))
+        data = pickle.dumps(mm, protocol=2)  # pickling an honest object runs nothing
+        del mm
+    if b"memmap" not in data:
+        print("honest_numpy_memmap: the pickle does not name numpy.memmap", file=sys.stderr)
+        return out + [(fn, None, 0, "-", "")]
+    return out + [(fn, data, 0, "-", "honest: pickle.dumps(numpy.memmap(f, mode='r'), protocol=2)")]
+
+
 def npy_object(payload):
     """A numpy .npy header for a 1-d object array, as numpy.save writes it
     (format 1.0: magic, version, header length, dict padded to 64), then
@@ -542,6 +584,10 @@ def main():
         import torch  # noqa: F401
     except ImportError:
         keep.add("legacy_trailing_pickle.pt")  # made by torch.save: kept as committed
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        keep.add("honest_numpy_memmap.pkl")  # made by numpy: kept as committed
     for f in os.listdir(OUT):
         if f not in keep:
             os.unlink(os.path.join(OUT, f))
@@ -570,7 +616,7 @@ def main():
               file=sys.stderr)
         bad += 1
     for fn, data, want, glob, src in (archives() + in_bytes() + npy_files() + modelscan_89() +
-                                       py2_names()):
+                                       py2_names() + memmap_files()):
         if data is None:
             bad += 1
             continue

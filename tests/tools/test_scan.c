@@ -314,6 +314,86 @@ int main(int argc, char **argv)
         ckpt_scan_free(r);
     }
 
+    SECTION("numpy.memmap by its mode");
+    {
+        /* memmap('p', 'uint8', MODE) as REDUCE: w+ and the default write */
+        static const struct {
+            const char *bytes;
+            size_t n;
+            int verdict;
+        } cases[] = {
+#define MM(lit, v) {lit, sizeof(lit) - 1, v}
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+tR.",
+               CKPT_VERDICT_DANGEROUS),
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "ptR.",
+               CKPT_VERDICT_DANGEROUS), /* no mode: 'r+' */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x01rtR.",
+               CKPT_VERDICT_UNKNOWN),
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x0b"
+               "copyonwritetR.",
+               CKPT_VERDICT_UNKNOWN),
+            /* a mode that is no constant string: not known to be read-only */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8K\x01tR.",
+               CKPT_VERDICT_DANGEROUS),
+            /* the one GLOBAL called twice, 'r' then 'w+': the arguments of
+             * both are not one tuple, so the mode is not known */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\nq\x00(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x01rtRh\x00(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+tR\x86.",
+               CKPT_VERDICT_DANGEROUS),
+            /* NEWOBJ of numpy.core.memmap.memmap: cls.__new__(cls, *args) */
+            MM("\x80\x02"
+               "cnumpy.core.memmap\nmemmap\n\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+\x87\x81.",
+               CKPT_VERDICT_DANGEROUS),
+            /* named, not called: what pickle.dumps(memmap) writes */
+            MM("\x80\x02"
+               "cnumpy.core.multiarray\n_reconstruct\ncnumpy\nmemmap\nK\x00\x85"
+               "C\x01"
+               "b\x87R.",
+               CKPT_VERDICT_UNKNOWN),
+#undef MM
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            r = ckpt_scan_memory(cases[k].bytes, cases[k].n, NULL, 0, &err);
+            CHECK(r != NULL && ckpt_scan_error(r) == NULL);
+            if (!r) continue;
+            for (size_t i = 0; i < ckpt_scan_count(r); i++)
+                if (strstr(ckpt_scan_at(r, i)->module, "numpy") &&
+                    strcmp(ckpt_scan_at(r, i)->name, "memmap") == 0 &&
+                    ckpt_scan_at(r, i)->verdict != cases[k].verdict) {
+                    fprintf(stderr, "memmap case %zu: verdict %d\n", k, ckpt_scan_at(r, i)->verdict);
+                    CHECK(0);
+                }
+            CHECK_EQ_INT(ckpt_scan_flagged(r), cases[k].verdict == CKPT_VERDICT_DANGEROUS);
+            ckpt_scan_free(r);
+        }
+        /* the arguments reach on_global only for scanners */
+        ckpt_options o;
+        ckpt_options_init(&o);
+        loaders_seen s;
+        memset(&s, 0, sizeof s);
+        o.on_global = record_loader;
+        o.on_global_ctx = &s;
+        ckpt_file *f = ckpt_open_memory(cases[0].bytes, cases[0].n, &o, &err);
+        CHECK(f != NULL);
+        if (f) {
+            CHECK(ckpt_global_count(f) == 1 && ckpt_global_at(f, 0)->args == NULL);
+            ckpt_close(f);
+        }
+    }
+
     SECTION("hostile acts are attacks, not only read errors");
     /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */
     check_act("\x80\x02"
