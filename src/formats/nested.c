@@ -16,7 +16,9 @@
  */
 #include "formats.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NESTED_MAX_DEPTH 8
@@ -85,6 +87,54 @@ static void prefixed_global(void *ctx, const ckpt_global_ref *g)
     if (c->on_global) c->on_global(c->ctx, &h);
 }
 
+/* The records of one bytes value lie together once sorted by the value's
+ * address, then by record: O(n log n) for the max_entries records a file
+ * may make, where comparing each with every other would not be. */
+typedef struct nested_key {
+    uintptr_t bytes;
+    size_t i;
+} nested_key;
+
+static int key_cmp(const void *a, const void *b)
+{
+    const nested_key *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* For each record: lead[i] nonzero when it is the first of its bytes
+ * value (2: and one of them was made beginning with PROTO, no callee), and
+ * then via[i] the first loader any of them is handed to (NULL: none). */
+static int group_records(const ckpt_file *f, unsigned char *lead, const char **via)
+{
+    size_t n = f->pk.nnested, i, j;
+    nested_key *keys = malloc(n * sizeof *keys);
+    if (!keys) return -1;
+    for (i = 0; i < n; i++) {
+        keys[i].bytes = (uintptr_t)f->pk.nested[i].bytes;
+        keys[i].i = i;
+        lead[i] = 0;
+        via[i] = NULL;
+    }
+    qsort(keys, n, sizeof *keys, key_cmp);
+    for (i = 0; i < n; i = j) {
+        size_t first = keys[i].i;
+        bool begins = false;
+        const char *loader = NULL;
+        for (j = i; j < n && keys[j].bytes == keys[i].bytes; j++) {
+            const ck_nested *o = &f->pk.nested[keys[j].i];
+            if (!o->callee)
+                begins = true;
+            else if (!loader && is_loader(o->callee))
+                loader = o->callee;
+        }
+        lead[first] = begins ? 2 : 1;
+        via[first] = loader;
+    }
+    free(keys);
+    return 0;
+}
+
 int ck_scan_nested(ckpt_file *f, ckpt_error *err)
 {
     if (!f->opt.scan_all_pickles || f->pk.nnested == 0) return 0;
@@ -94,23 +144,21 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
     /* the values are distinct opcodes' bytes or copies the machine charged
      * to max_expansion; still, scan at most about the file's size again */
     uint64_t budget = f->src.size + (1u << 20), spent = 0;
-    for (size_t i = 0; i < f->pk.nnested; i++) {
+    /* every record of one bytes value (made beginning with PROTO, or an
+     * argument of a call, of a loader or not) decides together: bytes kept,
+     * then handed to pickle.loads through the memo, are loaded */
+    unsigned char *lead = malloc(f->pk.nnested);
+    const char **via = malloc(f->pk.nnested * sizeof *via);
+    if (!lead || !via || group_records(f, lead, via) != 0) {
+        free(lead);
+        free(via);
+        return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < f->pk.nnested && rc == 0; i++) {
         const ck_nested *n = &f->pk.nested[i];
-        bool seen = false, begins = false;
-        const char *loader = NULL;
-        for (size_t j = 0; j < i && !seen; j++) seen = f->pk.nested[j].bytes == n->bytes;
-        if (seen) continue;
-        /* every record of these bytes: made beginning with PROTO (no
-         * callee), or an argument of a call, of a loader or not */
-        for (size_t j = i; j < f->pk.nnested; j++) {
-            const ck_nested *o = &f->pk.nested[j];
-            if (o->bytes != n->bytes) continue;
-            if (!o->callee)
-                begins = true;
-            else if (!loader && is_loader(o->callee))
-                loader = o->callee;
-        }
-        if (!loader && !begins) continue;
+        const char *loader = via[i];
+        if (!lead[i] || (!loader && lead[i] != 2)) continue;
         char prefix[256];
         snprintf(prefix, sizeof prefix, "%.200s>bytes@%lld", n->label, (long long)n->pos);
         const char *why = NULL;
@@ -120,7 +168,7 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
             why = "more nested bytes than the file holds";
         if (why) {
             if (ck_note(&f->pk, "%s: not scanned: %s", prefix, why))
-                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                rc = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             continue;
         }
         spent += n->bytes->u.s.n;
@@ -135,10 +183,10 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
         memset(&e, 0, sizeof e);
         ckpt_file *g = ckpt_open_memory(n->bytes->u.s.p, n->bytes->u.s.n, &o, &e);
         if (!g) {
-            if (e.code == CKPT_E_NOMEM) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
-            if (ck_note(&f->pk, "%s%s does not open: %s (byte %lld)", prefix,
+            if (e.code == CKPT_E_NOMEM ||
+                ck_note(&f->pk, "%s%s does not open: %s (byte %lld)", prefix,
                         loader ? "" : " (begins like a pickle)", e.message, (long long)e.offset))
-                return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+                rc = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
             continue;
         }
         size_t nn = ckpt_note_count(g);
@@ -152,7 +200,9 @@ int ck_scan_nested(ckpt_file *f, ckpt_error *err)
         for (size_t k = 0; k < nn && r == 0; k++)
             r = ck_note(&f->pk, "%s: %s", prefix, ckpt_note_at(g, k));
         ckpt_close(g);
-        if (r) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        if (r) rc = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
-    return 0;
+    free(lead);
+    free(via);
+    return rc;
 }
