@@ -106,11 +106,30 @@ CKPT_API const char *ckpt_code_name(ckpt_code code);
 /* A global (class or function) a pickle references, as the machine resolved
  * it through GLOBAL, STACK_GLOBAL and the memo.  See ckpt_global_at(). */
 typedef struct ckpt_global_ref {
-    const char *module; /* as resolved by the machine (Python 2 names mapped) */
+    const char *module; /* as resolved by the machine: a Python 2 name is
+                           renamed as Python's unpickler renames it while
+                           the pickle's protocol is below 3 (CPython's
+                           _compat_pickle NAME_MAPPING, then IMPORT_MAPPING) */
     const char *name;
     const char *pickle; /* which pickle: "data.pkl", "legacy:object", ... */
     int64_t offset;     /* byte offset in the file of the opcode */
     int called;         /* REDUCE/NEWOBJ/INST/OBJ applied it */
+    /* A global of a pickle found inside a bytes value (options'
+     * scan_all_pickles): what the file hands those bytes to
+     * ("pickle.loads", "torch.storage._load_from_bytes", "io.BytesIO",
+     * ...), or "" when nothing in the file hands them to a loader (the
+     * value only begins like a pickle: a later load of those bytes would run
+     * this global, loading the file does not).  Through bytes inside bytes:
+     * "" when any of them is not handed to a loader.  NULL for a global of
+     * the file's own pickles. */
+    const char *loader;
+    /* For scanners (options' scan_all_pickles; NULL without it): the
+     * argument tuple the pickle called this global with, when every call
+     * the machine saw (REDUCE, NEWOBJ, INST, OBJ; NEWOBJ_EX without its
+     * keywords) used that one tuple; NULL when not called, called with
+     * several, or through a path that shows no arguments.  Read it with
+     * ckpt_value_*(), during on_global only. */
+    const struct ckpt_value *args;
 } ckpt_global_ref;
 
 /* Limits protect against hostile files.  Each is checked BEFORE an allocation

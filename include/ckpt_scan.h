@@ -3,7 +3,9 @@
  *
  * Built only on the reader API of ckpt.h: the library runs every pickle of a
  * file without executing anything and reports each GLOBAL / STACK_GLOBAL
- * (resolved through the memo, Python 2 names mapped), and the acts it refuses
+ * (resolved through the memo; at a protocol below 3 a Python 2 name renamed
+ * as Python's unpickler renames it, through CPython's _compat_pickle
+ * tables), and the acts it refuses
  * (BUILD/SETITEM on a global, EXT1/2/4) as globals of module "<pickle>",
  * always dangerous; this part classifies the names:
  *
@@ -15,6 +17,21 @@
  *                           modules of full-model saves, numpy objects, ...)
  *   CKPT_VERDICT_DANGEROUS  can run code, touch files or the network, or
  *                           load another pickle when unpickled
+ *
+ * One global is judged by its call, in a whole-file scan: numpy.memmap
+ * (numpy.core.memmap.memmap, numpy._core.memmap.memmap) called with mode
+ * 'w+' or 'r+' (numpy's default), with a mode that is not a constant
+ * string, or in a pickle that also names functools.partial creates,
+ * truncates or grows the file: DANGEROUS; with mode 'r'/'c' it maps the
+ * file read-only: UNKNOWN; named and not called (ndarray.__reduce__ names
+ * it for numpy's _reconstruct) UNKNOWN, as ckpt_global_verdict() says.
+ *
+ * A pickle found inside a bytes value counts only when the file hands the
+ * bytes to a loader (pickle.loads, torch.storage._load_from_bytes,
+ * io.BytesIO, ...): one kept as a plain bytes value that nothing
+ * unpickles is listed with its items marked `unloaded` and a note, and
+ * counted apart (ckpt_scan_unloaded()), as loading the file does not run
+ * it.  A report that is not complete is never SAFE (ckpt_scan_verdict()).
  *
  * Thread safety: ckpt_global_verdict() may be called from any thread; a
  * report is immutable once returned and may be read from several threads.
@@ -67,6 +84,12 @@ typedef struct ckpt_scan_item {
                              in a pickle that names a dangerous callable is
                              dangerous) */
     const char *why;      /* static one-line reason, "" when none */
+    int unloaded;         /* 1: in a pickle kept as a bytes value that nothing
+                             in the file hands to a loader (it only begins
+                             like a pickle): listed with its verdict, but
+                             not counted by ckpt_scan_tally() nor the file's
+                             verdict, as loading the file does not run it
+                             (ckpt_scan_unloaded() counts these) */
 } ckpt_scan_item;
 
 typedef struct ckpt_scan_report ckpt_scan_report;
@@ -99,10 +122,19 @@ CKPT_API void ckpt_scan_free(ckpt_scan_report *r);
 CKPT_API size_t ckpt_scan_count(const ckpt_scan_report *r);
 CKPT_API const ckpt_scan_item *ckpt_scan_at(const ckpt_scan_report *r, size_t i);
 
-/* How many items have verdict v; called dangerous ones. */
+/* How many items have verdict v; called dangerous ones.  Neither counts
+ * unloaded items (see ckpt_scan_item.unloaded). */
 CKPT_API size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v);
 CKPT_API size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r);
-/* The worst verdict met (SAFE when no global was met). */
+/* How many unloaded items have verdict v: globals of pickles that sit in
+ * bytes values nothing in the file unpickles; a note names each such
+ * pickle.  They make neither ckpt_scan_verdict() nor ckpt_scan_flagged(). */
+CKPT_API size_t ckpt_scan_unloaded(const ckpt_scan_report *r, ckpt_verdict v);
+/* The worst verdict met (SAFE when no global was met), but never SAFE for
+ * a report that is not complete (ckpt_scan_error() non-NULL: the file, a
+ * member or a pickle could not be read to its end, an encrypted or
+ * unsupported member, ...): UNKNOWN then, unless something met is
+ * DANGEROUS.  UNKNOWN for NULL. */
 CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
 /* Nonzero when the file should be refused: something dangerous, or with
  * CKPT_SCAN_STRICT something unknown. */

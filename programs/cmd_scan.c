@@ -5,7 +5,8 @@
  * The library runs every pickle of the file (data.pkl, each pickle of a
  * legacy stream, each TAR member, TorchScript's data.pkl and constants.pkl)
  * without executing anything and reports each GLOBAL / STACK_GLOBAL as the
- * machine resolved it (through the memo, Python 2 names mapped), and the
+ * machine resolved it (through the memo, Python 2 names renamed as Python's
+ * unpickler renames them), and the
  * library's scan (include/ckpt_scan.h) classifies the names; this file only
  * prints the report:
  *
@@ -46,9 +47,19 @@ static const char usage[] =
     "torch.storage._load_from_bytes, joblib, numpy.load, ...), is opened as\n"
     "a file of its own and scanned, 8 deep at most: PICKLE\n"
     "'data.pkl>bytes@N' (N: offset of the opcode that made it; OFFSET is\n"
-    "then within those bytes).  A name is resolved as the pickle machine\n"
-    "resolves it (GLOBAL, STACK_GLOBAL through the memo, Python 2 module\n"
-    "names mapped).\n"
+    "then within those bytes).  Its globals count only when the file hands\n"
+    "the bytes to a loader: a pickle kept as a bytes value that nothing\n"
+    "unpickles is what a later, separate load would run, not a load of\n"
+    "this file, so its globals are listed ('[in bytes nothing here\n"
+    "unpickles: not counted]'; --json \"unloaded\": true), a note names the\n"
+    "pickle, the summary and --json count them apart, and they make neither\n"
+    "exit 3 nor --strict's.  A name is resolved as Python's unpickler\n"
+    "resolves it (GLOBAL, STACK_GLOBAL through the memo); while a pickle's\n"
+    "protocol is below 3 (no PROTO opcode yet: 0; else the last PROTO's)\n"
+    "a Python 2 name is renamed through CPython's _compat_pickle tables,\n"
+    "as the unpickler does (__builtin__.eval is builtins.eval, anydbm.open\n"
+    "is dbm.open, __builtin__.intern is sys.intern); at protocol 3 and up\n"
+    "it is shown as written (Python 3 cannot import it).\n"
     "An archive that is not a torch.save file (a ZIP or TAR of pickles,\n"
     "model.bin zipped by hand, .tar.gz/.tar.xz/.tar.bz2/.tar.zst, .pkl.gz,\n"
     "7z) is read through libarchive: every member that is a pickle, a\n"
@@ -69,6 +80,11 @@ static const char usage[] =
     "  dangerous  can run code when unpickled by torch.load(weights_only=False):\n"
     "             os, subprocess, sys, builtins eval/exec/getattr/open/...,\n"
     "             importlib, pickle/marshal loads, socket, ctypes, ...\n"
+    "numpy.memmap is judged by its call: with mode 'w+' or 'r+' (the\n"
+    "default), or a mode that is not a constant string, or wrapped in a\n"
+    "pickle with functools.partial, it writes the file: dangerous; with\n"
+    "mode 'r' or 'c' it only maps the file read-only: unknown; named but\n"
+    "not called (what pickling a memmap writes) it is unknown.\n"
     "A global that the pickle calls (REDUCE, NEWOBJ, INST, OBJ) is marked\n"
     "'called'; the summary counts the called unknown and dangerous ones.\n"
     "Acts the reader refuses are attacks, listed as dangerous\n"
@@ -95,14 +111,21 @@ static const char usage[] =
     "  --json      one JSON object instead: {\"file\", \"format\", \"complete\",\n"
     "              \"error\", \"strict\", \"verdict\", \"counts\": {\"safe\",\n"
     "              \"unknown\", \"dangerous\", \"called_dangerous\",\n"
-    "              \"called_unknown\"}, \"globals\":\n"
-    "              [{\"module\", \"name\", \"global\", \"pickle\", \"offset\",\n"
-    "              \"called\", \"verdict\", \"why\"}], \"notes\": [...]}\n"
+    "              \"called_unknown\", \"unloaded\", \"unloaded_dangerous\"},\n"
+    "              \"globals\": [{\"module\", \"name\", \"global\", \"pickle\",\n"
+    "              \"offset\", \"called\", \"unloaded\", \"verdict\", \"why\"}],\n"
+    "              \"notes\": [...]}\n"
     "  -h, --help  show this help\n"
     "\n"
+    "A file that could not be read to its end is never \"safe\": its --json\n"
+    "\"verdict\" is \"unknown\" (\"complete\": false) unless something\n"
+    "dangerous was met.\n"
+    "\n"
     "Exit status: 0 nothing dangerous; 3 something dangerous (or, with\n"
-    "--strict, unknown); 1 the file could not be read to the end and nothing\n"
-    "dangerous was met before the error; 2 usage error.\n";
+    "--strict, unknown), also when the report could not then be written\n"
+    "(the write error on stderr); 1 the file could not be read to the end\n"
+    "and nothing dangerous was met before the error, or the report could\n"
+    "not be written; 2 usage error.\n";
 
 /* ------------------------------------------------------------------------ */
 /* Output                                                                     */
@@ -156,8 +179,11 @@ static void print_table(const ckpt_scan_report *s)
         printf("%*lld  ", (int)wo, (long long)it->offset);
         if (it->verdict != CKPT_VERDICT_SAFE && it->why[0])
             printf("%-6s  %s", it->called ? "yes" : "no", it->why);
+        else if (it->unloaded)
+            printf("%-6s ", it->called ? "yes" : "no");
         else
             fputs(it->called ? "yes" : "no", stdout);
+        if (it->unloaded) fputs(" [in bytes nothing here unpickles: not counted]", stdout);
         putchar('\n');
         if ((i & 4095) == 0 && cli_stdout_failed()) return;
     }
@@ -171,7 +197,7 @@ static size_t called_unknown(const ckpt_scan_report *s)
     size_t i, k = 0, n = ckpt_scan_count(s);
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
-        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called) k++;
+        if (it && it->verdict == CKPT_VERDICT_UNKNOWN && it->called && !it->unloaded) k++;
     }
     return k;
 }
@@ -183,6 +209,10 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
     size_t unknown = ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN);
     size_t dangerous = ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS);
     size_t unknown_called = called_unknown(s);
+    size_t unloaded = ckpt_scan_unloaded(s, CKPT_VERDICT_SAFE) +
+                      ckpt_scan_unloaded(s, CKPT_VERDICT_UNKNOWN) +
+                      ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS);
+    size_t unloaded_dangerous = ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS);
     int complete = ckpt_scan_error(s) == NULL;
     fputs("summary: ", stdout);
     put_shown(path);
@@ -190,6 +220,9 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
            complete ? "" : " met before the error", safe, unknown);
     if (unknown) printf(" (%zu called)", unknown_called);
     printf(", %zu dangerous", dangerous);
+    if (unloaded)
+        printf("; %zu more in pickles kept as bytes that nothing here unpickles (%zu dangerous)",
+               unloaded, unloaded_dangerous);
     if (dangerous)
         printf(" (%zu called) -- DANGEROUS: torch.load(weights_only=False) of "
                "this file can run code",
@@ -202,6 +235,10 @@ static void print_summary(const char *path, const ckpt_scan_report *s)
               stdout);
     else
         fputs(" -- nothing dangerous", stdout);
+    if (!dangerous && unloaded_dangerous)
+        fputs("; a pickle kept as bytes names something dangerous: a later load of those "
+              "bytes would run code, loading this file does not",
+              stdout);
     if (!complete) fputs("; the rest of the file could not be read", stdout);
     putchar('\n');
 }
@@ -237,11 +274,15 @@ static void print_json(const char *path, const ckpt_scan_report *s)
     }
     printf(", \"strict\": %s, \"verdict\": \"%s\", \"counts\": {\"safe\": %zu, "
            "\"unknown\": %zu, \"dangerous\": %zu, \"called_dangerous\": %zu, "
-           "\"called_unknown\": %zu}, \"globals\": [",
+           "\"called_unknown\": %zu, \"unloaded\": %zu, \"unloaded_dangerous\": %zu}, "
+           "\"globals\": [",
            (ckpt_scan_flags(s) & CKPT_SCAN_STRICT) ? "true" : "false",
            ckpt_verdict_name(ckpt_scan_verdict(s)), ckpt_scan_tally(s, CKPT_VERDICT_SAFE),
            ckpt_scan_tally(s, CKPT_VERDICT_UNKNOWN), ckpt_scan_tally(s, CKPT_VERDICT_DANGEROUS),
-           ckpt_scan_called_dangerous(s), called_unknown(s));
+           ckpt_scan_called_dangerous(s), called_unknown(s),
+           ckpt_scan_unloaded(s, CKPT_VERDICT_SAFE) + ckpt_scan_unloaded(s, CKPT_VERDICT_UNKNOWN) +
+               ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS),
+           ckpt_scan_unloaded(s, CKPT_VERDICT_DANGEROUS));
     for (i = 0; i < n; i++) {
         const ckpt_scan_item *it = ckpt_scan_at(s, i);
         fputs(i ? ", {\"module\": " : "{\"module\": ", stdout);
@@ -264,9 +305,10 @@ static void print_json(const char *path, const ckpt_scan_report *s)
         }
         fputs(", \"pickle\": ", stdout);
         json_str(it->pickle);
-        printf(", \"offset\": %lld, \"called\": %s, \"verdict\": \"%s\", \"why\": ",
+        printf(", \"offset\": %lld, \"called\": %s, \"unloaded\": %s, \"verdict\": \"%s\", "
+               "\"why\": ",
                (long long)it->offset, it->called ? "true" : "false",
-               ckpt_verdict_name(it->verdict));
+               it->unloaded ? "true" : "false", ckpt_verdict_name(it->verdict));
         json_str(it->why);
         putchar('}');
         if ((i & 4095) == 0 && cli_stdout_failed()) return;
@@ -301,7 +343,10 @@ static int scan_one(const char *path, void *ctx)
         return cli_report(path, &err);
     }
     s = r ? ckpt_scan_reader(&rd, &opt, flags, &err) : ckpt_scan_path(path, &opt, flags, &err);
-    if (!s) return cli_report(path, &err);
+    if (!s) {
+        if (o->json) cli_json_error_line(path, &err);
+        return cli_report(path, &err);
+    }
     complete = ckpt_scan_error(s) == NULL;
     if (o->json) {
         print_json(path, s);
@@ -339,6 +384,9 @@ int cmd_scan(int argc, char **argv)
     r = cli_parse_files(argc, argv, options, sizeof options / sizeof options[0], usage, &ops,
                         &nops);
     if (r == CLI_CONTINUE) r = cli_batch(ops, nops, o.json, scan_one, &o);
+    /* a dangerous finding is the answer even when the report could not be
+     * written: the write error is still reported, the status stays 3 */
+    if (r == SCAN_DANGEROUS) cli_stdout_fail_status(SCAN_DANGEROUS);
     free(ops);
     return r;
 }

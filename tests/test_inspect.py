@@ -285,7 +285,8 @@ class Runner:
             ("ctypes.pkl", plain("ctypes", "CDLL", "x"), "ctypes.CDLL"),
             ("attrgetter.pkl", plain("operator", "attrgetter", "x"), "operator.attrgetter"),
             ("torch_hub.pkl", plain("torch.hub", "load", "x"), "torch.hub.load"),
-            ("commands_py2.pkl", plain("commands", "getoutput", "id"), "commands.getoutput"),
+            # protocol 2: Python's unpickler renames commands to subprocess
+            ("commands_py2.pkl", plain("commands", "getoutput", "id"), "subprocess.getoutput"),
             # STACK_GLOBAL whose strings come back through the memo:
             # 'os' MEMOIZE POP 'system' MEMOIZE POP BINGET 0 BINGET 1 STACK_GLOBAL
             ("stack_global_memo.pkl",

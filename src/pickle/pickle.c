@@ -107,6 +107,7 @@ struct ck_machine {
     ckpt_value *consumed; /* call arguments a hook kept nothing of (reclaim) */
     uint64_t fast_ops;    /* opcodes a fast_call stood for (ck_machine_skip()) */
     int proto_seen;
+    int proto; /* the last PROTO's number, 0 before one (Python's Unpickler.proto) */
     int need_more;
     /* immutable scalars shared within one pickle: fewer nodes for big state dicts */
     ckpt_value *none, *yes, *no;
@@ -1134,14 +1135,63 @@ static int quoted_string(machine *m, const char *s, size_t n, ckpt_value **out)
 
 /* ---- globals ----------------------------------------------------------- */
 
-static void map_py2(const char **mod, size_t *mn)
+/* Python 2 names.  Python's unpickler, with fix_imports (the default, and
+ * torch.load's) and at a protocol below 3, renames a global before it
+ * imports it (Lib/pickle.py find_class(), Modules/_pickle.c): (module, name)
+ * in _compat_pickle.NAME_MAPPING gives both anew, else module in
+ * IMPORT_MAPPING gives the module anew.  The two tables are CPython's own,
+ * written out by gen_compat_pickle.py; "the protocol" is the unpickler's
+ * proto: 0 until a PROTO opcode, then the last PROTO's number. */
+typedef struct py2_name {
+    const char *module, *name, *to_module, *to_name;
+} py2_name;
+typedef struct py2_module {
+    const char *module, *to_module;
+} py2_module;
+#include "compat_pickle.inc"
+
+/* a[0..an) against the NUL-terminated b, in the tables' (bytes) order. */
+static int cmp_text(const char *a, size_t an, const char *b)
 {
-    if (eq(*mod, *mn, "__builtin__") || eq(*mod, *mn, "exceptions")) {
-        *mod = "builtins";
-        *mn = 8;
-    } else if (eq(*mod, *mn, "copy_reg")) {
-        *mod = "copyreg";
-        *mn = 7;
+    size_t bn = strlen(b);
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static void py2_map(const machine *m, const char **mod, size_t *mn, const char **name, size_t *nn)
+{
+    size_t lo = 0, hi = sizeof py2_names / sizeof py2_names[0];
+    if (m->proto >= 3) return;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_text(*mod, *mn, py2_names[mid].module);
+        if (c == 0) c = cmp_text(*name, *nn, py2_names[mid].name);
+        if (c == 0) {
+            *mod = py2_names[mid].to_module;
+            *mn = strlen(*mod);
+            *name = py2_names[mid].to_name;
+            *nn = strlen(*name);
+            return;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    lo = 0;
+    hi = sizeof py2_modules / sizeof py2_modules[0];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_text(*mod, *mn, py2_modules[mid].module);
+        if (c == 0) {
+            *mod = py2_modules[mid].to_module;
+            *mn = strlen(*mod);
+            return;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
 }
 
@@ -1149,7 +1199,7 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
 {
     if (m->u->nglobals >= m->u->opt->max_entries)
         return FAIL(CKPT_E_LIMIT, "more than %u globals (max_entries)", m->u->opt->max_entries);
-    map_py2(&mod, &mn);
+    py2_map(m, &mod, &mn, &name, &nn);
     ckpt_value *g = ck_new(m->u, CKPT_V_GLOBAL);
     if (!g || !(g->u.g = ck_alloc(m->u->arena, sizeof *g->u.g))) return OOM();
     g->u.g->module = ck_strndup(m->u->arena, mod, mn);
@@ -1169,6 +1219,8 @@ static int make_global(machine *m, const char *mod, size_t mn, const char *name,
     r->pickle = m->in->label;
     r->offset = op_pos(m);
     r->called = 0;
+    r->loader = NULL;
+    r->args = NULL;
     g->u.g->gref = m->u->nglobals++;
     return push(m, g);
 }
@@ -1191,6 +1243,8 @@ static int record_act(machine *m, const char *what)
     r->pickle = m->in->label;
     r->offset = op_pos(m);
     r->called = 1; /* it acts while loading, as a call would */
+    r->loader = NULL;
+    r->args = NULL;
     return 0;
 }
 
@@ -1203,10 +1257,18 @@ static int act_on_global(machine *m, const char *op, const ckpt_value *target)
     return PFAIL("%s on a %s", op, ckpt_kind_name((ckpt_kind)target->kind));
 }
 
-static void mark_called(machine *m, const ckpt_value *callable)
+/* The global `callable` is called with `args` (NULL: not seen).  For
+ * scanners the global keeps the tuple while every call uses that one. */
+static void mark_called(machine *m, const ckpt_value *callable, const ckpt_value *args)
 {
-    if (callable->kind == CKPT_V_GLOBAL && callable->u.g->gref < m->u->nglobals)
-        m->u->globals[callable->u.g->gref].called = 1;
+    if (callable->kind != CKPT_V_GLOBAL || callable->u.g->gref >= m->u->nglobals) return;
+    ckpt_global_ref *r = &m->u->globals[callable->u.g->gref];
+    if (!m->u->opt->scan_all_pickles) args = NULL; /* values may be given back */
+    if (!r->called)
+        r->args = args;
+    else if (r->args != args)
+        r->args = NULL;
+    r->called = 1;
 }
 
 /* ---- interpreting known callables -------------------------------------- */
@@ -1312,7 +1374,7 @@ static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s)
  * makes an inert OBJECT of anything else. */
 static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value **out)
 {
-    mark_called(m, callable);
+    mark_called(m, callable, args->kind == CKPT_V_TUPLE ? args : NULL);
     if (args->kind != CKPT_V_TUPLE) return PFAIL("call arguments are not a tuple");
     size_t n = args->u.seq.n;
     ckpt_value **a = args->u.seq.v;
@@ -1378,7 +1440,7 @@ static int apply(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value 
             break;
         case CK_TAG_COPYREG_RECONSTRUCTOR:
             if (n == 3 && a[0]->kind == CKPT_V_GLOBAL) {
-                mark_called(m, a[0]);
+                mark_called(m, a[0], NULL);
                 *out = new_object(m, a[0], NULL);
                 return *out ? 0 : OOM();
             }
@@ -1420,12 +1482,12 @@ static int newobj(machine *m, ckpt_value *cls, ckpt_value *args, ckpt_value **ou
          cls->gid == CK_TAG_LIST || cls->gid == CK_TAG_TUPLE))
         return apply(m, cls, args, out);
     if (cls->kind == CKPT_V_GLOBAL && cls->gid >= CK_TAG_HOOK && m->u->hooks.reduce) {
-        mark_called(m, cls);
+        mark_called(m, cls, args);
         int r = m->u->hooks.reduce(m->u->hooks.ud, m, cls, args, true, out);
         if (r == 0 && m->consumed != args) pin(*out);
         if (r <= 0) return r;
     }
-    mark_called(m, cls);
+    mark_called(m, cls, args);
     *out = new_object(m, cls, args);
     return *out ? 0 : OOM();
 }
@@ -1899,6 +1961,7 @@ static int run(machine *m, ckpt_value **result)
             if (m->proto_seen++)
                 CK_TRY(ck_note(m->u, "%s: PROTO opcode again at byte %lld", m->in->label,
                                (long long)op_pos(m)));
+            m->proto = m->p[0];
             m->p += 1;
             break;
         case 0x95: /* FRAME: a hint, the data follows inline */
@@ -2063,7 +2126,7 @@ void ck_machine_skip(ck_machine *m, const uint8_t *to, uint64_t ops, const uint6
 
 void ck_machine_called(ck_machine *m, const ckpt_value *g)
 {
-    mark_called(m, g);
+    mark_called(m, g, NULL);
 }
 
 void ck_machine_consumed(ck_machine *m, const ckpt_value *args)

@@ -586,26 +586,6 @@ static const char *const storage_kinds[] = {
     "ComplexHalf", "QInt8", "QUInt8", "QInt32",   "QUInt4x2",      "QUInt2x4",
 };
 
-/* Python 2 module names the Python unpickler maps (fix_imports), for the
- * ones that lead to a dangerous module; the machine already maps
- * __builtin__, exceptions and copy_reg. */
-static const struct {
-    const char *py2, *py3;
-} py2_modules[] = {
-    {"commands", "subprocess"},
-    {"cPickle", "pickle"},
-    {"thread", "_thread"},
-    {"urllib2", "urllib.request"},
-    {"httplib", "http.client"},
-    {"SocketServer", "socketserver"},
-    {"BaseHTTPServer", "http.server"},
-    {"SimpleHTTPServer", "http.server"},
-    {"CGIHTTPServer", "http.server"},
-    {"xmlrpclib", "xmlrpc.client"},
-    {"SimpleXMLRPCServer", "xmlrpc.server"},
-    {"DocXMLRPCServer", "xmlrpc.server"},
-};
-
 /* ------------------------------------------------------------------------ */
 /* Matching                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -645,20 +625,14 @@ static const rule *match(const rule *rules, size_t n, const char *mod, size_t mn
 
 #define NRULES(t) (sizeof t / sizeof t[0])
 
+/* Names arrive as the pickle machine resolved them, Python 2 names renamed
+ * as Python's unpickler renames them for that pickle's protocol (the one
+ * table, src/pickle/compat_pickle.inc): a rule names Python 3 modules, and
+ * the few Python 2 ones (commands, cPickle, ...) a caller of
+ * ckpt_global_verdict() may ask about. */
 static const rule *dangerous_pair(const char *mod, size_t mn, const char *name, size_t nn)
 {
-    size_t i;
-    const rule *r = match(dangerous_rules, NRULES(dangerous_rules), mod, mn, name, nn);
-    if (r) return r;
-    for (i = 0; i < sizeof py2_modules / sizeof py2_modules[0]; i++)
-        if (module_in(mod, mn, py2_modules[i].py2)) {
-            const char *to = py2_modules[i].py3;
-            return match(dangerous_rules, NRULES(dangerous_rules), to, strlen(to), name, nn);
-        }
-    /* Python 2's __builtin__.intern is sys.intern (sys is refused) */
-    if (module_is(mod, mn, "builtins") && name_is(name, nn, "intern"))
-        return match(dangerous_rules, NRULES(dangerous_rules), "sys", 3, name, nn);
-    return NULL;
+    return match(dangerous_rules, NRULES(dangerous_rules), mod, mn, name, nn);
 }
 
 static int is_safe_torch_class(const char *mod, const char *name)
@@ -783,6 +757,55 @@ static int is_wrapper(const char *module, const char *name)
             strcmp(name, "reduce") == 0);
 }
 
+/* numpy.memmap(filename, dtype=uint8, mode='r+', offset=0, shape=None,
+ * order='C') (numpy/core/memmap.py, numpy/_core/memmap.py in numpy 2):
+ * mode 'w+' ("write") opens the file 'w+b', creating or truncating it, and
+ * 'r+' ("readwrite", the default) opens it 'r+b' and writes a byte at the
+ * end to grow it to the array's size, then maps it writable.  'r'
+ * ("readonly") and 'c' ("copyonwrite") open it 'rb' and map it read-only or
+ * copy-on-write: nothing is written; any other string raises before the
+ * open.  An honest pickle of a memmap never calls it: ndarray.__reduce__
+ * names the class as the first argument of numpy.core.multiarray.
+ * _reconstruct, which does not run memmap.__new__.  So a memmap the pickle
+ * calls is dangerous unless its mode is a constant read-only one. */
+#define W_MEMMAP                                                                                   \
+    "numpy.memmap with mode w+/r+ (r+ is the default) creates, truncates or grows the file"
+#define W_MEMMAP_MODE                                                                              \
+    "numpy.memmap called with arguments this scan cannot see (several calls, a "                   \
+    "wrapper such as functools.partial): mode w+/r+ writes the file"
+#define W_MEMMAP_RO "numpy.memmap with mode 'r'/'c': maps the file read-only, writes nothing"
+
+static int is_memmap(const char *module, const char *name)
+{
+    static const char *const names[] = {"numpy.memmap", "numpy.core.memmap.memmap",
+                                        "numpy._core.memmap.memmap"};
+    size_t ml = strlen(module), i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(names[i], module, ml) == 0 && names[i][ml] == '.' &&
+            strcmp(names[i] + ml + 1, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* What a call of numpy.memmap does, from its arguments (NULL: not seen). */
+enum { MEMMAP_NONE, MEMMAP_WRITES, MEMMAP_UNSEEN, MEMMAP_READONLY };
+
+static int memmap_call(const ckpt_value *args)
+{
+    const char *mode;
+    size_t n;
+    if (!args) return MEMMAP_UNSEEN;
+    if (ckpt_value_len(args) < 3) return MEMMAP_WRITES; /* mode 'r+' */
+    if (ckpt_value_kind(ckpt_value_item(args, 2)) != CKPT_V_STR) return MEMMAP_UNSEEN;
+    mode = ckpt_value_text(ckpt_value_item(args, 2), &n);
+    if (mode &&
+        (strcmp(mode, "r") == 0 || strcmp(mode, "c") == 0 || strcmp(mode, "readonly") == 0 ||
+         strcmp(mode, "copyonwrite") == 0) &&
+        strlen(mode) == n)
+        return MEMMAP_READONLY;
+    return MEMMAP_WRITES; /* w+, r+, their long names, or a mode numpy refuses */
+}
+
 const char *ckpt_verdict_name(ckpt_verdict v)
 {
     switch (v) {
@@ -816,7 +839,9 @@ struct ckpt_scan_report {
     size_t nstrings, strings_cap;
     char **notes;
     size_t nnotes;
-    size_t tally[3], called_dangerous;
+    size_t tally[3], called_dangerous; /* of the items a load of the file reaches */
+    size_t unloaded[3];                /* of those in bytes nothing unpickles */
+    unsigned char *memmap;             /* per item: MEMMAP_*, for classify_all() */
     unsigned flags;
     int format; /* -1: the file did not open */
     int failed;
@@ -860,11 +885,18 @@ static void on_global(void *ctx, const ckpt_global_ref *g)
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
         ckpt_scan_item *p = realloc(r->items, cap * sizeof *p);
+        unsigned char *mm;
         if (!p) {
             r->oom = 1;
             return;
         }
         r->items = p;
+        mm = realloc(r->memmap, cap);
+        if (!mm) {
+            r->oom = 1;
+            return;
+        }
+        r->memmap = mm;
         r->cap = cap;
     }
     it = &r->items[r->n];
@@ -874,11 +906,16 @@ static void on_global(void *ctx, const ckpt_global_ref *g)
     it->pickle = keep_label(r, g->pickle ? g->pickle : "");
     it->offset = g->offset;
     it->called = g->called != 0;
+    it->unloaded = g->loader && !g->loader[0];
     it->why = "";
     if (!it->module || !it->name || !it->pickle) {
         r->oom = 1;
         return;
     }
+    /* the one global judged by its arguments, which are valid only now */
+    r->memmap[r->n] = (unsigned char)(!is_memmap(it->module, it->name) ? MEMMAP_NONE
+                                      : g->called                      ? memmap_call(g->args)
+                                                                       : MEMMAP_NONE);
     r->n++;
 }
 
@@ -905,6 +942,25 @@ static void classify_all(ckpt_scan_report *r)
         if (!act_verdict(&r->items[i]))
             r->items[i].verdict =
                 verdict_of(r->items[i].module, r->items[i].name, &r->items[i].why);
+    /* numpy.memmap: by what its call does; named but not called it is
+     * what an honest pickle of a memmap holds, unless the pickle wraps a
+     * callable (functools.partial(numpy.memmap, ...)) */
+    for (i = 0; i < r->n; i++) {
+        ckpt_scan_item *it = &r->items[i];
+        int mm = r->memmap[i];
+        if (it->verdict == CKPT_VERDICT_DANGEROUS || !is_memmap(it->module, it->name)) continue;
+        if (mm == MEMMAP_NONE)
+            for (j = 0; j < r->n && mm == MEMMAP_NONE; j++)
+                if (strcmp(r->items[j].pickle, it->pickle) == 0 &&
+                    is_wrapper(r->items[j].module, r->items[j].name))
+                    mm = MEMMAP_UNSEEN;
+        if (mm == MEMMAP_WRITES || mm == MEMMAP_UNSEEN) {
+            it->verdict = CKPT_VERDICT_DANGEROUS;
+            it->why = mm == MEMMAP_WRITES ? W_MEMMAP : W_MEMMAP_MODE;
+        } else if (mm == MEMMAP_READONLY) {
+            it->why = W_MEMMAP_RO;
+        }
+    }
     /* a wrapper is as dangerous as the pickle it sits in */
     for (i = 0; i < r->n; i++) {
         if (r->items[i].verdict != CKPT_VERDICT_UNKNOWN ||
@@ -923,6 +979,10 @@ static void classify_all(ckpt_scan_report *r)
     for (i = 0; i < r->n; i++) {
         if (strict && r->items[i].verdict == CKPT_VERDICT_UNKNOWN && r->items[i].why[0] == '\0')
             r->items[i].why = "not on torch's weights_only allowlist (--strict)";
+        if (r->items[i].unloaded) { /* listed, not what a load of the file runs */
+            r->unloaded[r->items[i].verdict]++;
+            continue;
+        }
         r->tally[r->items[i].verdict]++;
         if (r->items[i].verdict == CKPT_VERDICT_DANGEROUS && r->items[i].called)
             r->called_dangerous++;
@@ -1050,7 +1110,10 @@ static int merge(ckpt_scan_report *r, const ckpt_scan_report *sub, const char *m
         g.pickle = label;
         g.offset = it->offset;
         g.called = it->called;
+        g.loader = it->unloaded ? "" : NULL;
+        g.args = NULL;
         on_global(r, &g);
+        if (r->n && !r->oom) r->memmap[r->n - 1] = sub->memmap[i]; /* judged there */
         free(label);
     }
     for (i = 0; i < sub->nnotes && !r->oom; i++) {
@@ -1707,6 +1770,7 @@ void ckpt_scan_free(ckpt_scan_report *r)
     for (i = 0; i < r->nstrings; i++) free(r->strings[i]);
     free(r->strings);
     free(r->items);
+    free(r->memmap);
     free(r->notes);
     free(r);
 }
@@ -1726,17 +1790,24 @@ size_t ckpt_scan_tally(const ckpt_scan_report *r, ckpt_verdict v)
     return r && (unsigned)v < 3 ? r->tally[v] : 0;
 }
 
+size_t ckpt_scan_unloaded(const ckpt_scan_report *r, ckpt_verdict v)
+{
+    return r && (unsigned)v < 3 ? r->unloaded[v] : 0;
+}
+
 size_t ckpt_scan_called_dangerous(const ckpt_scan_report *r)
 {
     return r ? r->called_dangerous : 0;
 }
 
+/* A file not read to its end is never SAFE: what was not read may name
+ * anything. */
 ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r)
 {
-    if (!r) return CKPT_VERDICT_SAFE;
-    return r->tally[CKPT_VERDICT_DANGEROUS] ? CKPT_VERDICT_DANGEROUS
-           : r->tally[CKPT_VERDICT_UNKNOWN] ? CKPT_VERDICT_UNKNOWN
-                                            : CKPT_VERDICT_SAFE;
+    if (!r) return CKPT_VERDICT_UNKNOWN;
+    return r->tally[CKPT_VERDICT_DANGEROUS]              ? CKPT_VERDICT_DANGEROUS
+           : r->tally[CKPT_VERDICT_UNKNOWN] || r->failed ? CKPT_VERDICT_UNKNOWN
+                                                         : CKPT_VERDICT_SAFE;
 }
 
 int ckpt_scan_flagged(const ckpt_scan_report *r)

@@ -23,3 +23,17 @@ add_test(NAME scan_lazy_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/scan/lazy_cli
          $<TARGET_FILE:ckpt> ${PROJECT_SOURCE_DIR}/examples/sample.pt
          ${CMAKE_CURRENT_SOURCE_DIR}/scan/files ${CKPT_TEST_HAVE_LIBARCHIVE})
 set_tests_properties(scan_lazy_libarchive scan_lazy_cli PROPERTIES SKIP_RETURN_CODE 77)
+
+# The pickle machine's Python 2 names (src/pickle/compat_pickle.inc) are
+# CPython's _compat_pickle NAME_MAPPING and IMPORT_MAPPING, whole: the
+# table equals the module of the python3 the tests run with.
+if(CKPT_PYTHON3)
+  add_test(NAME compat_pickle_table COMMAND ${CKPT_PYTHON3}
+           ${PROJECT_SOURCE_DIR}/src/pickle/gen_compat_pickle.py --check
+           ${PROJECT_SOURCE_DIR}/src/pickle/compat_pickle.inc)
+endif()
+
+# issue 33: a file not read to its end is never "safe" (--json verdict),
+# and a dangerous file exits 3 even when its report cannot be written.
+add_test(NAME scan_verdict_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/scan/verdict_cli_test.sh
+         $<TARGET_FILE:ckpt> ${CMAKE_CURRENT_SOURCE_DIR}/scan ${PROJECT_SOURCE_DIR}/examples/sample.pt)

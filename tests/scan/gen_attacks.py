@@ -290,6 +290,7 @@ def tar_with_second_pickle():
 
 
 ISSUE12_BYTES = "ckpt issue 12 group 2 (pickles inside bytes values that a loader would unpickle)"
+ISSUE33_UNLOADED = "ckpt issue 33 (a pickle kept as bytes is a threat only when the file hands it to a loader)"
 
 
 def binbytes(b):
@@ -320,8 +321,10 @@ def in_bytes():
     """(file name, bytes, expected exit, global, source) for pickles in bytes."""
     p0 = call_p0("posix", "system", ["true"])
     return [
-        ("bytes_blob_pickle.pkl", dict_blob(EVIL), 3, "os.system",
-         ISSUE12_BYTES + ": bytes beginning with PROTO, no loader named (a later pickle.loads)"),
+        # issue 33: a pickle kept as bytes that nothing unpickles is listed
+        # (unloaded), but loading the file does not run it: exit 0
+        ("bytes_blob_pickle.pkl", dict_blob(EVIL), 0, "os.system",
+         ISSUE33_UNLOADED + ": bytes beginning with PROTO, no loader named (a later pickle.loads)"),
         ("bytes_pickle_loads.pkl", b"\x80\x03cpickle\nloads\n" + binbytes(EVIL) + b"\x85R.", 3,
          "os.system", ISSUE12_BYTES + ": pickle.loads(bytes)"),
         ("bytes_pickle_loads_p0_codecs.pkl",
@@ -334,11 +337,108 @@ def in_bytes():
         ("bytes_storage_load_from_bytes.pt",
          torch_zip_of(b"\x80\x02ctorch.storage\n_load_from_bytes\n" + binbytes(torch_zip_of(EVIL)) + b"\x85R."),
          3, "os.system", ISSUE12_BYTES + ": torch.storage._load_from_bytes in data.pkl"),
-        ("bytes_blob_twice.pkl", dict_blob(dict_blob(EVIL)), 3, "os.system",
-         ISSUE12_BYTES + ": a pickle in bytes in a pickle in bytes"),
+        ("bytes_blob_twice.pkl", dict_blob(dict_blob(EVIL)), 0, "os.system",
+         ISSUE33_UNLOADED + ": a pickle in bytes in a pickle in bytes, neither loaded"),
+        ("bytes_loads_inside_blob.pkl", dict_blob(b"\x80\x03cpickle\nloads\n" + binbytes(EVIL) + b"\x85R."),
+         0, "os.system", ISSUE33_UNLOADED + ": pickle.loads inside bytes that nothing loads"),
+        ("bytes_blob_to_unknown_class.pkl",
+         b"\x80\x03cmymodel\nConfig\n" + binbytes(EVIL) + b"\x85R.", 0, "os.system",
+         ISSUE33_UNLOADED + ": bytes beginning with PROTO given to a class that is no loader"),
+        ("bytes_blob_then_loads.pkl",
+         b"\x80\x03(" + binbytes(EVIL) + b"q\x00cpickle\nloads\nh\x00\x85Rt.", 3, "os.system",
+         ISSUE33_UNLOADED + ": the same bytes kept, then handed to pickle.loads through the memo"),
         ("honest_bytes_blob_pickle.pkl", dict_blob(OD), 0, "-",
          "honest: {'blob': pickle.dumps(OrderedDict, protocol=2)} (pickle.dumps, protocol=3)"),
     ]
+
+
+PY2 = ("Python 2 names: CPython's unpickler renames a global through Lib/_compat_pickle.py "
+       "(NAME_MAPPING, then IMPORT_MAPPING) while its protocol is below 3 (pickle.py find_class)")
+
+
+def stack_global_p0(module, name, args):
+    """No PROTO (protocol 0 for the unpickler), yet STACK_GLOBAL: opcodes
+    are not tied to the protocol, the renaming is.  BINUNICODE strings
+    (what pickle writes for long ones) make the first byte 'X'."""
+    def binuni(s):
+        return b"X" + struct.pack("<I", len(s.encode())) + s.encode()
+    return binuni(module) + binuni(name) + b"\x93(" + b"".join(binuni(a) for a in args) + b"tR."
+
+
+def py2_names():
+    """(file name, bytes, expected exit, global as CPython resolves it, source).
+    Expected names are written out by hand from _compat_pickle.py."""
+    return [
+        ("py2_test_support_p2.pkl", call_p2("test.test_support", "run_in_subinterp", ["pass"]), 3,
+         "test.support.run_in_subinterp", PY2 + ": IMPORT_MAPPING test.test_support"),
+        ("py2_stringio_open_p0_stack_global.pkl", stack_global_p0("StringIO", "open", ["/tmp/ckpt-x", "w"]),
+         3, "io.open", PY2 + ": no PROTO is protocol 0, STACK_GLOBAL renamed too"),
+        ("py2_anydbm_open_p2.pkl", call_p2("anydbm", "open", ["/tmp/ckpt-x", "n"]), 3, "dbm.open",
+         PY2 + ": IMPORT_MAPPING anydbm"),
+        ("py2_dumbdbm_open_p2.pkl", call_p2("dumbdbm", "open", ["/tmp/ckpt-x", "n"]), 3, "dbm.dumb.open",
+         PY2 + ": IMPORT_MAPPING dumbdbm"),
+        ("py2_tkinter_tcl_p0.pkl", call_p0("Tkinter", "Tcl", []), 3, "tkinter.Tcl",
+         PY2 + ": IMPORT_MAPPING Tkinter (Tcl().eval runs Tcl)"),
+        ("py2_cookielib_p2.pkl", call_p2("cookielib", "MozillaCookieJar", ["/tmp/ckpt-x"]), 3,
+         "http.cookiejar.MozillaCookieJar", PY2 + ": IMPORT_MAPPING cookielib"),
+        ("py2_elementtree_parse_p2.pkl", call_p2("_elementtree", "parse", ["/tmp/ckpt-x"]), 3,
+         "xml.etree.ElementTree.parse", PY2 + ": IMPORT_MAPPING _elementtree"),
+        ("py2_whichdb_p2.pkl", call_p2("whichdb", "whichdb", ["/tmp/ckpt-x"]), 3, "dbm.whichdb",
+         PY2 + ": NAME_MAPPING (whichdb, whichdb)"),
+        ("py2_intern_p2.pkl", call_p2("__builtin__", "intern", ["x"]), 3, "sys.intern",
+         PY2 + ": NAME_MAPPING (__builtin__, intern)"),
+        ("py2_proto4_then_2.pkl", b"\x80\x04" + call_p2("Tkinter", "Tcl", []), 3, "tkinter.Tcl",
+         PY2 + ": Unpickler.proto is the last PROTO's (4, then 2)"),
+        # no renaming: these name nothing Python 3 can import
+        ("py2_unmapped_proto3.pkl", b"\x80\x03" + call_p2("anydbm", "open", ["/tmp/ckpt-x", "n"])[2:], 0,
+         "anydbm.open", PY2 + ": protocol 3, nothing renamed (ImportError)"),
+        ("py2_unmapped_proto2_then_3.pkl", b"\x80\x02\x80\x03" + call_p2("Tkinter", "Tcl", [])[2:], 0,
+         "Tkinter.Tcl", PY2 + ": the last PROTO is 3, nothing renamed"),
+        ("py2_unmapped_exceptions_eval.pkl", call_p2("exceptions", "eval", ["1"]), 0, "exceptions.eval",
+         PY2 + ": only NAME_MAPPING's listed exceptions.* names move; exceptions is no module of IMPORT_MAPPING"),
+    ]
+
+
+MEMMAP = ("numpy source (numpy/core/memmap.py): memmap(filename, dtype, mode='r+', ...) opens "
+          "'w+' as open(f, 'w+b') (creates/truncates), 'r+' (the default) as 'r+b' and grows the file; "
+          "'r'/'c' open 'rb'")
+
+
+def memmap_files():
+    """numpy.memmap calls by mode, and an honest pickled memmap (which names
+    the class for _reconstruct and never calls it)."""
+    path = "/tmp/ckpt-x"
+    partial = (b"\x80\x02cfunctools\npartial\ncnumpy\nmemmap\n\x85R"
+               b"(X" + struct.pack("<I", len(path)) + path.encode() + b"tR.")
+    out = [
+        ("numpy_memmap_w_plus.pkl", call_p2("numpy", "memmap", [path, "uint8", "w+"]), 3, "numpy.memmap",
+         MEMMAP + ": mode 'w+' creates or truncates the file"),
+        ("numpy_memmap_default_mode.pkl", call_p2("numpy", "memmap", [path]), 3, "numpy.memmap",
+         MEMMAP + ": no mode is 'r+', which grows and writes the file"),
+        ("numpy_memmap_core_write_p4.pkl", call_p4("numpy.core.memmap", "memmap", [path, "uint8", "write"]), 3,
+         "numpy.core.memmap.memmap", MEMMAP + ": mode 'write' is 'w+'"),
+        ("numpy_memmap_partial.pkl", partial, 3, "numpy.memmap",
+         MEMMAP + ": functools.partial(numpy.memmap)(path): called with arguments a scan does not see"),
+        ("numpy_memmap_readonly.pkl", call_p2("numpy", "memmap", [path, "uint8", "r"]), 0, "numpy.memmap",
+         MEMMAP + ": mode 'r' maps the file read-only and writes nothing"),
+    ]
+    fn = "honest_numpy_memmap.pkl"
+    try:
+        import numpy
+    except ImportError:
+        with open(os.path.join(OUT, fn), "rb") as f:  # keep the committed one
+            return out + [(fn, f.read(), 0, "-", "honest: pickle.dumps(numpy.memmap(f, mode='r'), protocol=2)")]
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "m.bin")
+        with open(p, "wb") as f:
+            f.write(b"\x01\x02")
+        mm = numpy.memmap(p, dtype=numpy.uint8, mode="r", shape=(2,))
+        data = pickle.dumps(mm, protocol=2)  # pickling an honest object runs nothing
+        del mm
+    if b"memmap" not in data:
+        print("honest_numpy_memmap: the pickle does not name numpy.memmap", file=sys.stderr)
+        return out + [(fn, None, 0, "-", "")]
+    return out + [(fn, data, 0, "-", "honest: pickle.dumps(numpy.memmap(f, mode='r'), protocol=2)")]
 
 
 def npy_object(payload):
@@ -484,6 +584,10 @@ def main():
         import torch  # noqa: F401
     except ImportError:
         keep.add("legacy_trailing_pickle.pt")  # made by torch.save: kept as committed
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        keep.add("honest_numpy_memmap.pkl")  # made by numpy: kept as committed
     for f in os.listdir(OUT):
         if f not in keep:
             os.unlink(os.path.join(OUT, f))
@@ -511,7 +615,8 @@ def main():
         print(f"dict_blob: hand-built bytes differ from pickle.dumps:\n  {dict_blob(OD)!r}\n  {real!r}",
               file=sys.stderr)
         bad += 1
-    for fn, data, want, glob, src in archives() + in_bytes() + npy_files() + modelscan_89():
+    for fn, data, want, glob, src in (archives() + in_bytes() + npy_files() + modelscan_89() +
+                                       py2_names() + memmap_files()):
         if data is None:
             bad += 1
             continue

@@ -47,6 +47,40 @@ static size_t call_pickle(unsigned char *out, const char *module, const char *na
     return n;
 }
 
+/* on_global of a reader with scan_all_pickles: each global's loader. */
+typedef struct loaders_seen {
+    char name[4][64], loader[4][64];
+    int null_loader[4];
+    size_t n;
+} loaders_seen;
+
+static void record_loader(void *ctx, const ckpt_global_ref *g)
+{
+    loaders_seen *s = ctx;
+    if (s->n >= 4) return;
+    snprintf(s->name[s->n], sizeof s->name[0], "%s.%s", g->module, g->name);
+    s->null_loader[s->n] = g->loader == NULL;
+    snprintf(s->loader[s->n], sizeof s->loader[0], "%s", g->loader ? g->loader : "");
+    s->n++;
+}
+
+/* PROTO 3, `head`, SHORT_BINBYTES of the os.system pickle, `tail`. */
+static size_t wrap_evil(unsigned char *out, const char *head, const char *tail)
+{
+    unsigned char evil[64];
+    size_t e = call_pickle(evil, "os", "system", "true"), n = 0;
+    out[n++] = 0x80;
+    out[n++] = 3;
+    memcpy(out + n, head, strlen(head));
+    n += strlen(head);
+    out[n++] = 'C';
+    out[n++] = (unsigned char)e;
+    memcpy(out + n, evil, e);
+    n += e;
+    memcpy(out + n, tail, strlen(tail));
+    return n + strlen(tail);
+}
+
 /* A hostile act (BUILD/SETITEM on a global, EXT*): the scan flags it as the
  * last item, a "<pickle>" act named `act` at `offset`, with the read error;
  * the reader alone still refuses the file with its one-line error. */
@@ -194,6 +228,171 @@ int main(int argc, char **argv)
     CHECK_EQ_U64(ckpt_scan_count(r), 1);
     CHECK(ckpt_scan_flagged(r));
     ckpt_scan_free(r);
+
+    SECTION("a file not read to its end is never safe");
+    /* a safe global, then the pickle breaks: UNKNOWN, not SAFE, not flagged */
+    n = call_pickle(buf, "collections", "OrderedDict", "x");
+    r = ckpt_scan_memory(buf, n - 2, NULL, 0, &err);
+    CHECK(r != NULL);
+    CHECK(ckpt_scan_error(r) != NULL);
+    CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_SAFE), 1);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    CHECK(!ckpt_scan_flagged(r));
+    ckpt_scan_free(r);
+    /* nothing met at all: a truncated pickle, no bytes */
+    r = ckpt_scan_memory("\x80\x02(", 3, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL && ckpt_scan_count(r) == 0);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    ckpt_scan_free(r);
+    r = ckpt_scan_memory("", 0, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNKNOWN);
+    ckpt_scan_free(r);
+    /* dangerous stays dangerous */
+    n = call_pickle(buf, "os", "system", "true");
+    r = ckpt_scan_memory(buf, n - 2, NULL, 0, &err);
+    CHECK(r && ckpt_scan_error(r) != NULL);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_DANGEROUS);
+    ckpt_scan_free(r);
+
+    SECTION("a pickle kept as bytes that nothing unpickles");
+    {
+        unsigned char p[128];
+        ckpt_options o;
+        loaders_seen s;
+        /* pickle.loads(b): loaded, os.system counted */
+        n = wrap_evil(p, "cpickle\nloads\n", "\x85R.");
+        memset(&s, 0, sizeof s);
+        ckpt_options_init(&o);
+        o.scan_all_pickles = 1;
+        o.on_global = record_loader;
+        o.on_global_ctx = &s;
+        {
+            ckpt_file *f = ckpt_open_memory(p, n, &o, &err);
+            CHECK(f != NULL);
+            if (f) ckpt_close(f);
+        }
+        CHECK_EQ_U64(s.n, 2);
+        CHECK_STR(s.name[0], "pickle.loads");
+        CHECK(s.null_loader[0]); /* the file's own pickle */
+        CHECK_STR(s.name[1], "os.system");
+        CHECK(!s.null_loader[1]);
+        CHECK_STR(s.loader[1], "pickle.loads");
+        r = ckpt_scan_memory(p, n, NULL, 0, &err);
+        CHECK(r && ckpt_scan_count(r) == 2 && !ckpt_scan_at(r, 1)->unloaded);
+        CHECK(r && ckpt_scan_flagged(r));
+        CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_DANGEROUS), 2);
+        CHECK_EQ_U64(ckpt_scan_unloaded(r, CKPT_VERDICT_DANGEROUS), 0);
+        ckpt_scan_free(r);
+        /* {'b': bytes}: nothing loads it; listed, not counted, noted */
+        n = wrap_evil(p, "}\x8c\x01" "b", "s.");
+        memset(&s, 0, sizeof s);
+        {
+            ckpt_file *f = ckpt_open_memory(p, n, &o, &err);
+            CHECK(f != NULL);
+            if (f) ckpt_close(f);
+        }
+        CHECK_EQ_U64(s.n, 1);
+        CHECK_STR(s.name[0], "os.system");
+        CHECK(!s.null_loader[0]);
+        CHECK_STR(s.loader[0], "");
+        r = ckpt_scan_memory(p, n, NULL, CKPT_SCAN_STRICT, &err);
+        CHECK(r != NULL && ckpt_scan_error(r) == NULL);
+        CHECK(r && ckpt_scan_count(r) == 1 && ckpt_scan_at(r, 0)->unloaded);
+        CHECK(r && ckpt_scan_at(r, 0)->verdict == CKPT_VERDICT_DANGEROUS);
+        CHECK(!ckpt_scan_flagged(r));
+        CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_SAFE);
+        CHECK_EQ_U64(ckpt_scan_tally(r, CKPT_VERDICT_DANGEROUS), 0);
+        CHECK_EQ_U64(ckpt_scan_called_dangerous(r), 0);
+        CHECK_EQ_U64(ckpt_scan_unloaded(r, CKPT_VERDICT_DANGEROUS), 1);
+        {
+            int noted = 0;
+            for (size_t i = 0; i < ckpt_scan_note_count(r); i++)
+                noted |= strstr(ckpt_scan_note_at(r, i), "nothing in the file hands to a loader") != NULL;
+            CHECK(noted);
+        }
+        ckpt_scan_free(r);
+    }
+
+    SECTION("numpy.memmap by its mode");
+    {
+        /* memmap('p', 'uint8', MODE) as REDUCE: w+ and the default write */
+        static const struct {
+            const char *bytes;
+            size_t n;
+            int verdict;
+        } cases[] = {
+#define MM(lit, v) {lit, sizeof(lit) - 1, v}
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+tR.",
+               CKPT_VERDICT_DANGEROUS),
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "ptR.",
+               CKPT_VERDICT_DANGEROUS), /* no mode: 'r+' */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x01rtR.",
+               CKPT_VERDICT_UNKNOWN),
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x0b"
+               "copyonwritetR.",
+               CKPT_VERDICT_UNKNOWN),
+            /* a mode that is no constant string: not known to be read-only */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\n(\x8c\x01"
+               "p\x8c\x05uint8K\x01tR.",
+               CKPT_VERDICT_DANGEROUS),
+            /* the one GLOBAL called twice, 'r' then 'w+': the arguments of
+             * both are not one tuple, so the mode is not known */
+            MM("\x80\x02"
+               "cnumpy\nmemmap\nq\x00(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x01rtRh\x00(\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+tR\x86.",
+               CKPT_VERDICT_DANGEROUS),
+            /* NEWOBJ of numpy.core.memmap.memmap: cls.__new__(cls, *args) */
+            MM("\x80\x02"
+               "cnumpy.core.memmap\nmemmap\n\x8c\x01"
+               "p\x8c\x05uint8\x8c\x02w+\x87\x81.",
+               CKPT_VERDICT_DANGEROUS),
+            /* named, not called: what pickle.dumps(memmap) writes */
+            MM("\x80\x02"
+               "cnumpy.core.multiarray\n_reconstruct\ncnumpy\nmemmap\nK\x00\x85"
+               "C\x01"
+               "b\x87R.",
+               CKPT_VERDICT_UNKNOWN),
+#undef MM
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            r = ckpt_scan_memory(cases[k].bytes, cases[k].n, NULL, 0, &err);
+            CHECK(r != NULL && ckpt_scan_error(r) == NULL);
+            if (!r) continue;
+            for (size_t i = 0; i < ckpt_scan_count(r); i++)
+                if (strstr(ckpt_scan_at(r, i)->module, "numpy") &&
+                    strcmp(ckpt_scan_at(r, i)->name, "memmap") == 0 &&
+                    ckpt_scan_at(r, i)->verdict != cases[k].verdict) {
+                    fprintf(stderr, "memmap case %zu: verdict %d\n", k, ckpt_scan_at(r, i)->verdict);
+                    CHECK(0);
+                }
+            CHECK_EQ_INT(ckpt_scan_flagged(r), cases[k].verdict == CKPT_VERDICT_DANGEROUS);
+            ckpt_scan_free(r);
+        }
+        /* the arguments reach on_global only for scanners */
+        ckpt_options o;
+        ckpt_options_init(&o);
+        loaders_seen s;
+        memset(&s, 0, sizeof s);
+        o.on_global = record_loader;
+        o.on_global_ctx = &s;
+        ckpt_file *f = ckpt_open_memory(cases[0].bytes, cases[0].n, &o, &err);
+        CHECK(f != NULL);
+        if (f) {
+            CHECK(ckpt_global_count(f) == 1 && ckpt_global_at(f, 0)->args == NULL);
+            ckpt_close(f);
+        }
+    }
 
     SECTION("hostile acts are attacks, not only read errors");
     /* BUILD on os.environ: PROTO 2, GLOBAL (2..14), EMPTY_DICT, BUILD at 15 */

@@ -647,7 +647,7 @@ static void test_globals(void)
 {
     SECTION("GLOBAL/STACK_GLOBAL");
     bb b = {0};
-    pk_proto(&b, 4);
+    pk_proto(&b, 2); /* below 3: Python 2 names renamed (see test_py2_names) */
     pk_mark(&b);
     size_t offs[5];
     offs[0] = b.n;
@@ -700,6 +700,60 @@ static void test_globals(void)
         pk_close(f);
     }
     bb_free(&b);
+}
+
+/* Python 2 names, renamed as Python's unpickler renames them
+ * (_compat_pickle, src/pickle/compat_pickle.inc) only while its protocol is
+ * below 3: 0 before any PROTO, else the last PROTO's number. */
+static void py2_case(const char *what, const char *bytes, size_t n, const char *want_mod,
+                     const char *want_name)
+{
+    bb b = {0};
+    bb_put(&b, bytes, n);
+    pk_file *f = RUN_OK(&b, NULL);
+    if (f) {
+        const ckpt_global_ref *g = pk_global_at(f, pk_global_count(f) - 1);
+        CHECK(g != NULL);
+        if (g && (strcmp(g->module, want_mod) != 0 || strcmp(g->name, want_name) != 0)) {
+            fprintf(stderr, "%s: got %s.%s, expected %s.%s\n", what, g->module, g->name, want_mod,
+                    want_name);
+            CHECK(0);
+        }
+        pk_close(f);
+    }
+    bb_free(&b);
+}
+#define PY2_CASE(what, lit, mod, name) py2_case((what), (lit), sizeof(lit) - 1, (mod), (name))
+
+static void test_py2_names(void)
+{
+    SECTION("Python 2 names");
+    /* no PROTO: protocol 0; IMPORT_MAPPING renames the module */
+    PY2_CASE("proto 0 GLOBAL", "canydbm\nopen\n.", "dbm", "open");
+    PY2_CASE("proto 0 STACK_GLOBAL", "\x8c\x08StringIO\x8c\x04open\x93.", "io", "open");
+    /* NAME_MAPPING renames both, before IMPORT_MAPPING is asked */
+    PY2_CASE("NAME_MAPPING", "\x80\x02" "c__builtin__\nintern\n.", "sys", "intern");
+    PY2_CASE("NAME_MAPPING exceptions", "\x80\x02" "cexceptions\nStandardError\n.", "builtins",
+             "Exception");
+    PY2_CASE("MULTIPROCESSING_EXCEPTIONS", "\x80\x01" "cmultiprocessing\nTimeoutError\n.",
+             "multiprocessing.context", "TimeoutError");
+    PY2_CASE("dotted IMPORT_MAPPING key", "\x80\x02" "ctest.test_support\nrun_in_subinterp\n.",
+             "test.support", "run_in_subinterp");
+    /* exceptions is no module of IMPORT_MAPPING: only its listed names move */
+    PY2_CASE("exceptions.eval stays", "\x80\x02" "cexceptions\neval\n.", "exceptions", "eval");
+    /* an exact module name only: no submodule, no prefix, no embedded NUL */
+    PY2_CASE("submodule stays", "\x80\x02" "cTkinter.x\nTk\n.", "Tkinter.x", "Tk");
+    PY2_CASE("prefix stays", "\x80\x02" "cTkinte\nTk\n.", "Tkinte", "Tk");
+    PY2_CASE("NUL stays", "\x80\x02\x8c\x08Tkinter\0\x8c\x02Tk\x93.", "Tkinter", "Tk");
+    /* protocol 3 and up: nothing renamed */
+    PY2_CASE("proto 3", "\x80\x03" "canydbm\nopen\n.", "anydbm", "open");
+    PY2_CASE("proto 5 __builtin__", "\x80\x05" "c__builtin__\neval\n.", "__builtin__", "eval");
+    /* the last PROTO rules: Unpickler.proto is set by each */
+    PY2_CASE("proto 4 then 2", "\x80\x04\x80\x02" "cTkinter\nTcl\n.", "tkinter", "Tcl");
+    PY2_CASE("proto 2 then 3", "\x80\x02\x80\x03" "cTkinter\nTcl\n.", "Tkinter", "Tcl");
+    /* a GLOBAL before the PROTO is read at protocol 0 */
+    PY2_CASE("GLOBAL before PROTO", "ccookielib\nCookieJar\n\x80\x04.", "http.cookiejar",
+             "CookieJar");
 }
 
 /* Unknown classes through REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ; BUILD. */
@@ -1480,6 +1534,7 @@ int main(void)
     test_stack_ops();
     test_memo_bounded(); /* test_memo() three ways */
     test_globals();
+    test_py2_names();
     test_objects();
     test_known_callables();
     test_misc_ops();
