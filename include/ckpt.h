@@ -382,6 +382,11 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *     gives the stored integers, torch's int_repr() bytes (quint4x2 and
  *     quint2x4: the packed bytes, 2 or 4 values each, nbytes =
  *     ceil(numel / 2 or 4)); the parameters are in qscheme and after.
+ *     As torch.load makes them: torch.save writes
+ *     per_channel_affine_float_qparams (quantized embeddings) as
+ *     per_channel_affine with float zero points, and such a tensor is
+ *     listed as CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS, its scales and zero
+ *     points float32 values.
  *   - sparse (COO, CSR, CSC, BSR, BSC): listed as its components (see
  *     ckpt_layout), each read like a dense tensor; `layout`, `component`
  *     and dense_size say what they belong to.
@@ -435,7 +440,7 @@ typedef struct ckpt_tensor {
     int64_t axis;              /* per-channel schemes: the channel dimension, */
     size_t nchannels;          /* and per channel a scale and a zero point */
     const double *scales;      /* (per_channel_affine: integers as doubles; */
-    const double *zero_points; /*  ..._float_qparams: floats) */
+    const double *zero_points; /*  ..._float_qparams: floats, as float32) */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);

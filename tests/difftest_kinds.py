@@ -38,7 +38,7 @@ def main():
     try:
         objs = gen_kinds.objects(seed)
         for base, obj in objs.items():
-            for zip_ in (True, False):
+            for zip_ in (True, False) if base not in gen_kinds.ZIP_ONLY else (True,):
                 gen_kinds.save(tmp, base, obj, zip_=zip_)
         gen_kinds.save_pickled(tmp, seed)
         gen_kinds.save_qmodule(tmp, seed)

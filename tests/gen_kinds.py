@@ -8,8 +8,9 @@ Every file is written here, by this torch, from objects built here; the
 answers (*.expected.json, the format tests/test_fixtures.py checks) come from
 the objects this generator built and from torch.load of its own files, never
 from a file it did not write.  Kinds: quantized per tensor and per channel
-(qint8, quint8, qint32, quint4x2), a quantized Linear's state dict, sparse
-COO (coalesced and not), CSR, CSC, BSR, BSC, meta, nested (2.x) and one file
+(qint8, quint8, qint32, quint4x2), per channel with float zero points
+(quantized embeddings), a quantized Linear's state dict, sparse COO
+(coalesced and not), CSR, CSC, BSR, BSC, meta, nested (2.x) and one file
 mixing dense, sparse and quantized tensors.  For a quantized tensor the bytes
 are int_repr()'s; for a sparse tensor each component is a tensor of its own
 (NAME.indices, NAME.values, ...); a meta or nested tensor is listed with
@@ -20,6 +21,7 @@ DIR/quantized_*.pt and DIR/sparse_*.pt (written by gen_fixtures.py) so that
 they now expect the tensors.
 """
 
+import collections
 import hashlib
 import io
 import json
@@ -324,7 +326,72 @@ def objects(seed=1234):
                     "meta": torch.empty(2, device="meta"),
                     "list": [torch.arange(4), torch.randn(2).to_sparse()],
                     "last": torch.ones(2, dtype=torch.int32)}
+    out["qembed"] = qembed()
+    out["qparams64"] = qparams64()
     return out
+
+
+# objects() whose legacy files torch.load misreads: difftest_kinds.py saves
+# them as ZIP files only.  torch's legacy loader fills the storages after
+# the unpickling, so a quantizer that copies its float64 parameters to
+# float32 (qparams64) copies uninitialised memory.
+ZIP_ONLY = ("qparams64",)
+
+
+_KEEP = []
+
+
+def qembed():
+    """per_channel_affine_float_qparams (float zero points): quantized
+    Embedding / EmbeddingBag state dicts (quint8, 4-bit quint4x2), as
+    float_qparams_weight_only_qconfig makes them, and quantize_per_channel
+    with float zero points.  torch's __reduce_ex__ writes the scheme as
+    per_channel_affine; torch.load makes float qparams from the zero points'
+    dtype.  Drawn after objects()'s others: their values stay the same.
+    The modules are kept: torch 1.13's unpacked weights (state_dict())
+    point at the packed ones' qparams, freed with the module."""
+    import torch.nn as nn
+    import torch.ao.quantization as tq
+    m = nn.Sequential(nn.Embedding(7, 4), nn.EmbeddingBag(5, 4, mode="sum"),
+                      nn.EmbeddingBag(6, 8, mode="sum"))
+    m[0].qconfig = m[1].qconfig = tq.float_qparams_weight_only_qconfig
+    m[2].qconfig = tq.float_qparams_weight_only_qconfig_4bit
+    m = tq.convert(tq.prepare(m))
+    _KEEP.append(m)
+    x = torch.randn(3, 5)
+    return {"emb": m.state_dict(),
+            "pc_float": torch.quantize_per_channel(
+                x, torch.tensor([0.1, 0.05, 0.2]), torch.tensor([0.5, -1.25, 3.0]), 0,
+                torch.quint8),
+            "pc_float_axis1": torch.quantize_per_channel(
+                x, torch.linspace(0.01, 0.05, 5), torch.linspace(-2.5, 2.5, 5), 1,
+                torch.quint8)}
+
+
+class _Float64QParams:
+    """Pickles quantized tensor q as torch does but with float64 scales and
+    zero points."""
+
+    def __init__(self, q, scales, zero_points):
+        self.q, self.scales, self.zero_points = q, scales, zero_points
+
+    def __reduce_ex__(self, proto):
+        q = self.q
+        params = (torch.per_channel_affine, self.scales, self.zero_points,
+                  q.q_per_channel_axis())
+        return (torch._utils._rebuild_qtensor,
+                (q.storage(), q.storage_offset(), tuple(q.size()), q.stride(), params, False,
+                 collections.OrderedDict()))
+
+
+def qparams64():
+    """A quantized tensor pickled with float64 scales and float zero points
+    (torch writes float32 ones): torch.load's quantizer rounds them to
+    float32."""
+    s64 = torch.tensor([0.1, 0.3, 0.7], dtype=torch.float64)
+    z64 = torch.tensor([0.1, -0.2, 0.3], dtype=torch.float64)
+    q = torch.quantize_per_channel(torch.randn(3, 5), s64.float(), z64.float(), 0, torch.quint8)
+    return {"pc_float64": _Float64QParams(q, s64, z64)}
 
 
 def supersede(fdir):

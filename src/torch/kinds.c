@@ -5,7 +5,8 @@
  *              quantizer_params, requires_grad, hooks): a strided tensor
  *              over its integer storage plus the quantization parameters
  *              (per-channel scales and zero points are tensors, read when
- *              the file is catalogued).
+ *              the file is catalogued; float zero points make the scheme
+ *              per_channel_affine_float_qparams, as in torch's quantizer).
  *   sparse     _rebuild_sparse_tensor(layout, data) and 1.x's
  *              _rebuild_sparse_csr_tensor: the components (indices, values,
  *              ...), each a strided tensor, listed as NAME.<component>.
@@ -173,6 +174,11 @@ static ckpt_dtype quantized_dtype(ckpt_dtype d)
     }
 }
 
+static bool float_dtype(ckpt_dtype d)
+{
+    return d == CKPT_FLOAT64 || d == CKPT_FLOAT32 || d == CKPT_FLOAT16 || d == CKPT_BFLOAT16;
+}
+
 static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
 {
     size_t n = args->u.seq.n;
@@ -212,6 +218,11 @@ static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_v
             else {
                 k->qscales = ck_tdef_of(p[1]);
                 k->qzeros = ck_tdef_of(p[2]);
+                /* torch's __reduce_ex__ writes per_channel_affine_float_qparams
+                 * as per_channel_affine; the quantizer torch then makes has
+                 * float qparams when the zero points are floating point */
+                if (k->qscheme == CKPT_PER_CHANNEL_AFFINE && float_dtype(k->qzeros->dtype))
+                    k->qscheme = CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
             }
         }
     }
