@@ -390,13 +390,15 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *   - sparse (COO, CSR, CSC, BSR, BSC): listed as its components (see
  *     ckpt_layout), each read like a dense tensor; `layout`, `component`
  *     and dense_size say what they belong to.
- *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct
- *     or numpy._core's): listed under their key path with torch's dtype
- *     name, C or Fortran order as strides; their bytes are the pickle's own
- *     (storage (size_t)-1, file_offset -1, not mappable); read gives the
- *     elements in native byte order ('>f4' swapped).  Object arrays stay
- *     inert values; numpy scalars (numpy.core.multiarray.scalar) are
- *     INT/FLOAT/BOOL values.
+ *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct,
+ *     pickle protocol 5's numpy.core.numeric._frombuffer, numpy._core's;
+ *     Python 2 pickles, whose array bytes are a str, as torch.load(f,
+ *     encoding='latin1') reads them): listed under their key path with
+ *     torch's dtype name, C or Fortran order as strides; their bytes are
+ *     the pickle's own (storage (size_t)-1, file_offset -1, not mappable);
+ *     read gives the elements in native byte order ('>f4' swapped).  Object
+ *     arrays stay inert values; numpy scalars (numpy.core.multiarray.scalar,
+ *     Python 2's too) are INT/FLOAT/BOOL values.
  *   - pickled tensors (pickle.dump of a tensor: its storage is
  *     torch.storage._load_from_bytes of a legacy torch.save stream inside
  *     the pickle): listed like numpy arrays, bytes from the pickle, views
