@@ -13,7 +13,9 @@
  *   - plain pickle   read as values, no tensors
  *   - TorchScript    torch.jit.save archives (1.x, 2.x, lite .ptl): the tensors
  *                    are torch.jit.load(f).state_dict(), named from the
- *                    module graph and the class definitions under code/
+ *                    module graph and the class definitions under code/ (a
+ *                    module pickled by its __getstate__, as quantized Conv
+ *                    and Linear are, has none: its weights are values)
  *   - torch.export   .pt2 archives of torch.export.save (PyTorch 2.6): the
  *                    tensors are ep.state_dict, then ep.constants, read in
  *                    place from the torch.save archives nested in it
