@@ -13,7 +13,9 @@
  *   - plain pickle   read as values, no tensors
  *   - TorchScript    torch.jit.save archives (1.x, 2.x, lite .ptl): the tensors
  *                    are torch.jit.load(f).state_dict(), named from the
- *                    module graph and the class definitions under code/
+ *                    module graph and the class definitions under code/ (a
+ *                    module pickled by its __getstate__, as quantized Conv
+ *                    and Linear are, has none: its weights are values)
  *   - torch.export   .pt2 archives of torch.export.save (PyTorch 2.6): the
  *                    tensors are ep.state_dict, then ep.constants, read in
  *                    place from the torch.save archives nested in it
@@ -401,16 +403,23 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *     gives the stored integers, torch's int_repr() bytes (quint4x2 and
  *     quint2x4: the packed bytes, 2 or 4 values each, nbytes =
  *     ceil(numel / 2 or 4)); the parameters are in qscheme and after.
+ *     As torch.load makes them: torch.save writes
+ *     per_channel_affine_float_qparams (quantized embeddings) as
+ *     per_channel_affine with float zero points, and such a tensor is
+ *     listed as CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS, its scales and zero
+ *     points float32 values.
  *   - sparse (COO, CSR, CSC, BSR, BSC): listed as its components (see
  *     ckpt_layout), each read like a dense tensor; `layout`, `component`
  *     and dense_size say what they belong to.
- *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct
- *     or numpy._core's): listed under their key path with torch's dtype
- *     name, C or Fortran order as strides; their bytes are the pickle's own
- *     (storage (size_t)-1, file_offset -1, not mappable); read gives the
- *     elements in native byte order ('>f4' swapped).  Object arrays stay
- *     inert values; numpy scalars (numpy.core.multiarray.scalar) are
- *     INT/FLOAT/BOOL values.
+ *   - numpy arrays inside a checkpoint (numpy.core.multiarray._reconstruct,
+ *     pickle protocol 5's numpy.core.numeric._frombuffer, numpy._core's;
+ *     Python 2 pickles, whose array bytes are a str, as torch.load(f,
+ *     encoding='latin1') reads them): listed under their key path with
+ *     torch's dtype name, C or Fortran order as strides; their bytes are
+ *     the pickle's own (storage (size_t)-1, file_offset -1, not mappable);
+ *     read gives the elements in native byte order ('>f4' swapped).  Object
+ *     arrays stay inert values; numpy scalars (numpy.core.multiarray.scalar,
+ *     Python 2's too) are INT/FLOAT/BOOL values.
  *   - pickled tensors (pickle.dump of a tensor: its storage is
  *     torch.storage._load_from_bytes of a legacy torch.save stream inside
  *     the pickle): listed like numpy arrays, bytes from the pickle, views
@@ -454,7 +463,7 @@ typedef struct ckpt_tensor {
     int64_t axis;              /* per-channel schemes: the channel dimension, */
     size_t nchannels;          /* and per channel a scale and a zero point */
     const double *scales;      /* (per_channel_affine: integers as doubles; */
-    const double *zero_points; /*  ..._float_qparams: floats) */
+    const double *zero_points; /*  ..._float_qparams: floats, as float32) */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);

@@ -3,9 +3,11 @@
 
     /usr/bin/python3 tests/difftest_kinds.py CKPT_BINARY
 
-Builds fresh quantized, sparse, meta (and with torch 2.x nested) objects with
-a random seed (tests/gen_kinds.py's objects()), saves them in a temporary
-folder as ZIP and legacy files, records what torch.load of each gives, then
+Builds fresh quantized, sparse, meta (and with torch 2.x nested) objects and
+numpy arrays with a random seed (tests/gen_kinds.py's objects()), saves them
+in a temporary folder as ZIP and legacy files (numpy_p5 with pickle protocol
+5), writes Python 2 pickles of numpy arrays byte by byte, records what
+torch.load (pickle.loads, encoding='latin1', for those) of each gives, then
 checks the ckpt CLI against it with tests/test_fixtures.py's checks (ls --json
 fields, int_repr()/component bytes by sha256, unreadable tensors).  Exits 77
 (skipped) when torch is missing.
@@ -38,10 +40,11 @@ def main():
     try:
         objs = gen_kinds.objects(seed)
         for base, obj in objs.items():
-            for zip_ in (True, False):
+            for zip_ in (True, False) if base not in gen_kinds.ZIP_ONLY else (True,):
                 gen_kinds.save(tmp, base, obj, zip_=zip_)
         gen_kinds.save_pickled(tmp, seed)
         gen_kinds.save_qmodule(tmp, seed)
+        gen_kinds.save_py2(tmp, seed)
         r = test_fixtures.Runner(sys.argv[1])
         for f in sorted(os.listdir(tmp)):
             if f.endswith(".expected.json"):

@@ -2,7 +2,9 @@
 """Differential test of TorchScript archives against torch.jit.load on fresh
 files: random module trees (Linear, Conv, norms, Embedding, LSTM, ParameterList,
 Sequential, nested ModuleList/ModuleDict, parameters shared between submodules, buffers
-persistent or not, dtypes, transposed parameters), scripted or traced,
+persistent or not, dtypes, transposed parameters, quantized Conv/ConvReLU/Linear
+modules, whose state_dict() is empty), scripted or traced; also quantized
+modules as the root and a model through torch.ao.quantization's flow,
 saved with torch.jit.save (and the lite interpreter's .ptl); each file's
 answer is torch.jit.load(f).state_dict(), checked by tests/test_fixtures.py
 (names in order, dtype, shape, strides, storage sharing, sha256 of bytes).
@@ -33,7 +35,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 
 
 def leaf(rng):
-    k = rng.randrange(9)
+    k = rng.randrange(10)
     d = rng.randint(1, 5)
     if k == 0:
         return nn.Linear(d, rng.randint(1, 5), bias=rng.random() < 0.7)
@@ -52,6 +54,8 @@ def leaf(rng):
                                  for _ in range(rng.randint(0, 3))])
     if k == 7:
         return nn.Sequential(nn.Linear(d, d), nn.Sequential(nn.LayerNorm(d)))
+    if k == 8:
+        return rng.choice(gen_script.quantized_modules())
     return nn.ReLU()
 
 
@@ -110,12 +114,18 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         made = 0
         for i in range(rounds):
-            m = Node(rng, 0)
-            share(rng, m)
+            r = rng.random()
+            if r < 0.1:  # scripted: traced ones are in tests/fixtures/script
+                m, example = rng.choice(gen_script.quantized_modules()), None
+            elif r < 0.15:
+                m, example = gen_script.quantized_model(), torch.randn(2, 2, 6, 6)
+            else:
+                m, example = Node(rng, 0), torch.randn(2)
+                share(rng, m)
             m.eval()
             try:
-                if rng.random() < 0.3:
-                    sm = torch.jit.trace(m, torch.randn(2))
+                if example is not None and rng.random() < 0.3:
+                    sm = torch.jit.trace(m, example)
                 else:
                     sm = torch.jit.script(m)
             except Exception as e:  # a random tree TorchScript refuses

@@ -8,9 +8,11 @@ Every file is written here, by this torch, from objects built here; the
 answers (*.expected.json, the format tests/test_fixtures.py checks) come from
 the objects this generator built and from torch.load of its own files, never
 from a file it did not write.  Kinds: quantized per tensor and per channel
-(qint8, quint8, qint32, quint4x2), a quantized Linear's state dict, sparse
-COO (coalesced and not), CSR, CSC, BSR, BSC, meta, nested (2.x) and one file
-mixing dense, sparse and quantized tensors.  For a quantized tensor the bytes
+(qint8, quint8, qint32, quint4x2), per channel with float zero points
+(quantized embeddings), a quantized Linear's state dict, sparse COO
+(coalesced and not), CSR, CSC, BSR, BSC, meta, nested (2.x), numpy arrays
+(pickle protocols 2 and 5, and Python 2 pickles written byte by byte: 1.x
+run only) and one file mixing dense, sparse and quantized tensors.  For a quantized tensor the bytes
 are int_repr()'s; for a sparse tensor each component is a tensor of its own
 (NAME.indices, NAME.values, ...); a meta or nested tensor is listed with
 "readable": false and no bytes.
@@ -20,6 +22,7 @@ DIR/quantized_*.pt and DIR/sparse_*.pt (written by gen_fixtures.py) so that
 they now expect the tensors.
 """
 
+import collections
 import hashlib
 import io
 import json
@@ -203,10 +206,15 @@ def write_expected(path, exp):
         f.write("}\n")
 
 
+# objects() saved with another pickle protocol than torch.save's 2
+PROTOCOL = {"numpy_p5": 5}
+
+
 def save(outdir, base, obj, zip_=True):
     fname = base + SUFFIX + ("" if zip_ else "_legacy") + ".pt"
     path = os.path.join(outdir, fname)
-    torch.save(obj, path, _use_new_zipfile_serialization=zip_)
+    torch.save(obj, path, _use_new_zipfile_serialization=zip_,
+               pickle_protocol=PROTOCOL.get(base, 2))
     # the answers from what torch reads back of its own file
     kw = {"weights_only": False} if T2 else {}
     loaded = torch.load(path, **kw)
@@ -324,7 +332,293 @@ def objects(seed=1234):
                     "meta": torch.empty(2, device="meta"),
                     "list": [torch.arange(4), torch.randn(2).to_sparse()],
                     "last": torch.ones(2, dtype=torch.int32)}
+    out["qembed"] = qembed()
+    out["qparams64"] = qparams64()
+    out["numpy_p5"] = numpy_p5(rs)
     return out
+
+
+def numpy_p5(rs):
+    """numpy arrays as pickle protocol 5 writes them (torch.save's
+    pickle_protocol=5): a contiguous array is
+    numpy.core.numeric._frombuffer(buffer, dtype, shape, 'C' or 'F')
+    (numpy 2: numpy._core), its buffer BYTEARRAY8, or bytes when the array
+    is read-only; others _reconstruct as before.  Drawn after objects()'s
+    others."""
+    ro = rs.randn(2, 2).astype(np.float32)
+    ro.setflags(write=False)
+    return {"c_f32": rs.randn(3, 4).astype(np.float32),
+            "f_f64": np.asfortranarray(rs.randn(3, 5)),
+            "be_i4_f": np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3)),
+            "be_f8": rs.randn(3).astype(">f8"),
+            "i16": np.arange(-3, 3, dtype=np.int16),
+            "bool": rs.randn(5) > 0,
+            "f16": rs.randn(2, 2).astype(np.float16),
+            "c128": (rs.randn(2) + 1j * rs.randn(2)),
+            "zero_d": np.array(2.5),
+            "empty": np.zeros((0, 3), dtype=np.float32),
+            "readonly": ro,
+            "strided": rs.randn(3, 4)[:, ::2],
+            "scalar_f8": np.float64(-0.75), "scalar_i8": np.int64(-12),
+            "objects": np.array([1, "a"], dtype=object),
+            "t": torch.arange(4)}
+
+
+# objects() whose legacy files torch.load misreads: difftest_kinds.py saves
+# them as ZIP files only.  torch's legacy loader fills the storages after
+# the unpickling, so a quantizer that copies its float64 parameters to
+# float32 (qparams64) copies uninitialised memory.
+ZIP_ONLY = ("qparams64",)
+
+
+_KEEP = []
+
+
+def qembed():
+    """per_channel_affine_float_qparams (float zero points): quantized
+    Embedding / EmbeddingBag state dicts (quint8, 4-bit quint4x2), as
+    float_qparams_weight_only_qconfig makes them, and quantize_per_channel
+    with float zero points.  torch's __reduce_ex__ writes the scheme as
+    per_channel_affine; torch.load makes float qparams from the zero points'
+    dtype.  Drawn after objects()'s others: their values stay the same.
+    The modules are kept: torch 1.13's unpacked weights (state_dict())
+    point at the packed ones' qparams, freed with the module."""
+    import torch.nn as nn
+    import torch.ao.quantization as tq
+    m = nn.Sequential(nn.Embedding(7, 4), nn.EmbeddingBag(5, 4, mode="sum"),
+                      nn.EmbeddingBag(6, 8, mode="sum"))
+    m[0].qconfig = m[1].qconfig = tq.float_qparams_weight_only_qconfig
+    m[2].qconfig = tq.float_qparams_weight_only_qconfig_4bit
+    m = tq.convert(tq.prepare(m))
+    _KEEP.append(m)
+    x = torch.randn(3, 5)
+    return {"emb": m.state_dict(),
+            "pc_float": torch.quantize_per_channel(
+                x, torch.tensor([0.1, 0.05, 0.2]), torch.tensor([0.5, -1.25, 3.0]), 0,
+                torch.quint8),
+            "pc_float_axis1": torch.quantize_per_channel(
+                x, torch.linspace(0.01, 0.05, 5), torch.linspace(-2.5, 2.5, 5), 1,
+                torch.quint8)}
+
+
+class _Float64QParams:
+    """Pickles quantized tensor q as torch does but with float64 scales and
+    zero points."""
+
+    def __init__(self, q, scales, zero_points):
+        self.q, self.scales, self.zero_points = q, scales, zero_points
+
+    def __reduce_ex__(self, proto):
+        q = self.q
+        params = (torch.per_channel_affine, self.scales, self.zero_points,
+                  q.q_per_channel_axis())
+        return (torch._utils._rebuild_qtensor,
+                (q.storage(), q.storage_offset(), tuple(q.size()), q.stride(), params, False,
+                 collections.OrderedDict()))
+
+
+def qparams64():
+    """A quantized tensor pickled with float64 scales and float zero points
+    (torch writes float32 ones): torch.load's quantizer rounds them to
+    float32."""
+    s64 = torch.tensor([0.1, 0.3, 0.7], dtype=torch.float64)
+    z64 = torch.tensor([0.1, -0.2, 0.3], dtype=torch.float64)
+    q = torch.quantize_per_channel(torch.randn(3, 5), s64.float(), z64.float(), 0, torch.quint8)
+    return {"pc_float64": _Float64QParams(q, s64, z64)}
+
+
+# ---- Python 2 pickles, written byte by byte ---------------------------------
+# What Python 2's cPickle wrote for numpy arrays and scalars (numpy.core's
+# _reconstruct + BUILD, scalar(dtype, data)) and for a torch.save of such
+# a dict (the legacy stream): their data is a Python 2 str (STRING,
+# BINSTRING, SHORT_BINSTRING), which Python 3 reads as text: with
+# encoding='latin1' (torch.load(f, encoding='latin1'); its default, utf-8,
+# fails on most arrays) numpy's __setstate__ encodes it back to the bytes.
+# These files reference only numpy, torch's rebuild and collections: the
+# answers come from pickle.loads / torch.load(encoding='latin1') of them.
+
+class Py2Str(bytes):
+    """A Python 2 str: its bytes."""
+
+
+class Text(str):
+    """A unicode string (UNICODE, BINUNICODE): numpy encodes one given as
+    array data as latin-1."""
+
+
+class G:
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+
+class Call:
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+
+class Build:
+    def __init__(self, obj, state):
+        self.obj, self.state = obj, state
+
+
+class PersId:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def py2_repr(b):
+    """Python 2's repr() of a str, as protocol 0's STRING writes it."""
+    q = b'"' if b"'" in b and b'"' not in b else b"'"
+    out = bytearray(q)
+    for c in b:
+        ch = bytes([c])
+        if ch in (b"\\", q):
+            out += b"\\" + ch
+        elif ch == b"\t":
+            out += b"\\t"
+        elif ch == b"\n":
+            out += b"\\n"
+        elif ch == b"\r":
+            out += b"\\r"
+        elif c < 0x20 or c >= 0x7f:
+            out += b"\\x%02x" % c
+        else:
+            out += ch
+    return bytes(out + q)
+
+
+def py2_dump(v, proto):
+    """The opcodes of value v as Python 2's pickle writes them (0 or 2)."""
+    import struct
+    if v is None:
+        return b"N"
+    if isinstance(v, bool):
+        return (b"\x88" if v else b"\x89") if proto >= 2 else (b"I01\n" if v else b"I00\n")
+    if isinstance(v, int):
+        if proto < 2:
+            return b"I%d\n" % v
+        if 0 <= v < 256:
+            return b"K" + bytes([v])
+        if 0 <= v < 65536:
+            return b"M" + struct.pack("<H", v)
+        return b"J" + struct.pack("<i", v)
+    if isinstance(v, float):
+        return b"G" + struct.pack(">d", v) if proto >= 2 else b"F" + repr(v).encode() + b"\n"
+    if isinstance(v, Py2Str):
+        if proto < 2:
+            return b"S" + py2_repr(bytes(v)) + b"\n"
+        if len(v) < 256:
+            return b"U" + bytes([len(v)]) + bytes(v)
+        return b"T" + struct.pack("<i", len(v)) + bytes(v)
+    if isinstance(v, Text):
+        if proto < 2:
+            for c in "\\\0\n\r\x1a":  # as pickle's protocol 0 escapes them
+                v = Text(v.replace(c, "\\u%04x" % ord(c)))
+            return b"V" + v.encode("raw_unicode_escape") + b"\n"
+        return b"X" + struct.pack("<i", len(v.encode())) + v.encode()
+    if isinstance(v, tuple):
+        body = b"".join(py2_dump(x, proto) for x in v)
+        if proto >= 2 and not v:
+            return b")"
+        if proto >= 2 and len(v) <= 3:
+            return body + (b"\x85", b"\x86", b"\x87")[len(v) - 1]
+        return b"(" + body + b"t"
+    if isinstance(v, list):
+        return b"(" + b"".join(py2_dump(x, proto) for x in v) + b"l"
+    if isinstance(v, dict):
+        return b"(" + b"".join(py2_dump(k, proto) + py2_dump(x, proto)
+                               for k, x in v.items()) + b"d"
+    if isinstance(v, G):
+        return b"c" + v.module.encode() + b"\n" + v.name.encode() + b"\n"
+    if isinstance(v, Call):
+        return py2_dump(v.fn, proto) + py2_dump(v.args, proto) + b"R"
+    if isinstance(v, Build):
+        return py2_dump(v.obj, proto) + py2_dump(v.state, proto) + b"b"
+    if isinstance(v, PersId):
+        return py2_dump(v.pid, proto) + b"Q"
+    raise TypeError(type(v))
+
+
+def py2_pickle(v, proto):
+    return (b"\x80\x02" if proto >= 2 else b"") + py2_dump(v, proto) + b"."
+
+
+def py2_dtype(dt):
+    """numpy.dtype(descr, 0, 1) + BUILD (3, byteorder, ...), as Python 2's
+    numpy pickled a dtype."""
+    order = "|" if dt.itemsize == 1 else (">" if dt.byteorder == ">" else "<")
+    return Build(Call(G("numpy", "dtype"), (Py2Str(dt.str[1:].encode()), 0, 1)),
+                 (3, Py2Str(order.encode()), None, None, None, -1, -1, 0))
+
+
+def py2_array(a, text=False):
+    fortran = bool(a.flags.f_contiguous and not a.flags.c_contiguous)
+    data = a.tobytes(order="F" if fortran else "C")
+    data = Text(data.decode("latin-1")) if text else Py2Str(data)
+    arr = Call(G("numpy.core.multiarray", "_reconstruct"),
+               (G("numpy", "ndarray"), (0,), Py2Str(b"b")))
+    return Build(arr, (1, tuple(a.shape), py2_dtype(a.dtype), fortran, data))
+
+
+def py2_scalar(x, text=False):
+    data = Text(x.tobytes().decode("latin-1")) if text else Py2Str(x.tobytes())
+    return Call(G("numpy.core.multiarray", "scalar"), (py2_dtype(x.dtype), data))
+
+
+def py2_objects(rs):
+    """Arrays whose bytes hold quotes, backslashes, newlines and bytes above
+    0x7f (STRING escapes them all), in every order and byte order."""
+    arrays = {"c_f64": rs.randn(3, 4),
+              "f_f32": np.asfortranarray(rs.randn(2, 3).astype(np.float32)),
+              "be_i4": np.arange(-3, 3, dtype=">i4").reshape(3, 2),
+              "u8": np.frombuffer(b"'\"\\\n\r\t\x00\x7f\x80\xe9\xff", dtype=np.uint8).copy(),
+              "long": np.arange(300, dtype=np.int16),  # > 255 bytes: BINSTRING
+              "bool": rs.randn(4) > 0,
+              "zero_d": np.array(7, dtype=np.int64)}
+    scalars = {"s_f8": np.float64(0.1), "s_f4": np.float32(-2.5), "s_i8": np.int64(-5),
+               "s_u1": np.uint8(200), "s_b": np.bool_(True)}
+    v = {Py2Str(k.encode()): py2_array(a) for k, a in arrays.items()}
+    v.update({Py2Str(k.encode()): py2_scalar(x) for k, x in scalars.items()})
+    # data as unicode text, which no numpy wrote but numpy reads
+    v[Py2Str(b"u8_text")] = py2_array(arrays["u8"], text=True)
+    v[Py2Str(b"c_text")] = py2_array(arrays["c_f64"][:2], text=True)
+    v[Py2Str(b"s_text")] = py2_scalar(np.float64(-0.3), text=True)
+    v[Py2Str(b"epoch")] = 3
+    v[Py2Str(b"name")] = Py2Str(b"py2 run")
+    return v
+
+
+def save_py2(outdir, seed=1234):
+    """numpy_py2_p0.pkl, numpy_py2_p2.pkl (pickle.dump of Python 2 at
+    protocols 0 and 2) and numpy_py2_legacy.pt (its torch.save: the legacy
+    stream, protocol 2, with one tensor beside the arrays)."""
+    import pickle
+    rs = np.random.RandomState(seed)
+    v = py2_objects(rs)
+    for proto in (0, 2):
+        path = os.path.join(outdir, "numpy_py2_p%d.pkl" % proto)
+        data = py2_pickle(v, proto)
+        with open(path, "wb") as f:
+            f.write(data)
+        # benign by construction (only the globals above): the oracle
+        write_expected(path, describe(pickle.loads(data, encoding="latin1"), "pickle"))
+    t = rs.randn(2, 3).astype(np.float32)
+    v[Py2Str(b"weight")] = Call(
+        G("torch._utils", "_rebuild_tensor_v2"),
+        (PersId((Py2Str(b"storage"), G("torch", "FloatStorage"), Py2Str(b"0"), Py2Str(b"cpu"),
+                 t.size, None)),
+         0, (2, 3), (3, 1), False, Call(G("collections", "OrderedDict"), ())))
+    sys_info = {Py2Str(b"protocol_version"): 1001, Py2Str(b"little_endian"): True,
+                Py2Str(b"type_sizes"): {Py2Str(b"short"): 2, Py2Str(b"int"): 4,
+                                        Py2Str(b"long"): 8}}
+    magic = b"\x80\x02\x8a\x0a" + (0x1950a86a20f9469cfc6c).to_bytes(10, "little") + b"."
+    data = (magic + py2_pickle(1001, 2) + py2_pickle(sys_info, 2) + py2_pickle(v, 2) +
+            py2_pickle([Py2Str(b"0")], 2) + t.size.to_bytes(8, "little") + t.tobytes())
+    path = os.path.join(outdir, "numpy_py2_legacy.pt")
+    with open(path, "wb") as f:
+        f.write(data)
+    kw = {"weights_only": False} if T2 else {}
+    write_expected(path, describe(torch.load(path, encoding="latin1", **kw), "legacy"))
 
 
 def supersede(fdir):
@@ -351,8 +645,11 @@ def main():
         save(outdir, base, obj)
     save(outdir, "mixed", objs["mixed"], zip_=False)
     save(outdir, "quantized", objs["quantized"], zip_=False)
+    save(outdir, "numpy_p5", objs["numpy_p5"], zip_=False)
     save_pickled(outdir)
     save_qmodule(outdir)
+    if not T2:  # the same bytes from either torch
+        save_py2(outdir)
 
 
 if __name__ == "__main__":

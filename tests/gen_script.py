@@ -249,6 +249,91 @@ def gen_script(outdir):
     script_answer(path)
 
 
+# ---- quantized modules --------------------------------------------------------
+# A quantized Conv or Linear has a __getstate__ method: TorchScript pickles
+# the module as what it returns (a tuple holding the weight and bias), not
+# as attribute slots, and its class declares no parameters or buffers, so
+# torch.jit.load(f).state_dict() has none of them; the packed weights are
+# values of the module graph (show).
+
+def quantized_modules():
+    import torch.ao.nn.quantized as nnq
+    try:
+        import torch.ao.nn.intrinsic.quantized as nniq
+    except ImportError:  # torch 1.13
+        import torch.nn.intrinsic.quantized as nniq
+
+    def qw(shape, per_channel=False):
+        w = torch.randn(*shape)
+        if per_channel:
+            return torch.quantize_per_channel(
+                w, torch.rand(shape[0], dtype=torch.float64) / 10 + 0.01,
+                torch.zeros(shape[0], dtype=torch.int64), 0, torch.qint8)
+        return torch.quantize_per_tensor(w, 0.05, 0, torch.qint8)
+
+    conv2d = nnq.Conv2d(2, 3, 3)
+    conv2d.set_weight_bias(qw((3, 2, 3, 3), per_channel=True), torch.randn(3))
+    conv3d = nnq.Conv3d(2, 2, (1, 2, 2))
+    conv3d.set_weight_bias(qw((2, 2, 1, 2, 2)), None)
+    convrelu = nniq.ConvReLU2d(2, 2, 1)
+    convrelu.set_weight_bias(qw((2, 2, 1, 1)), torch.randn(2))
+    linear = nnq.Linear(4, 3)
+    linear.set_weight_bias(qw((3, 4), per_channel=True), torch.randn(3))
+    return conv2d, conv3d, convrelu, linear
+
+
+class QModel(nn.Module):
+    """torch.ao.quantization's flow over a model: a QuantStub (its scale and
+    zero_point are buffers), a fused ConvReLU2d, a Conv3d, a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        import torch.ao.quantization as tq
+        self.quant = tq.QuantStub()
+        self.conv = nn.Conv2d(2, 3, 3)
+        self.relu = nn.ReLU()
+        self.conv3 = nn.Conv3d(3, 2, 1)
+        self.lin = nn.Linear(4, 2)
+        self.dequant = tq.DeQuantStub()
+
+    def forward(self, x):
+        x = self.relu(self.conv(self.quant(x)))
+        x = self.conv3(x.unsqueeze(2)).squeeze(2)
+        x = self.lin(x.reshape(x.shape[0], x.shape[1], -1)[..., :4])
+        return self.dequant(x)
+
+
+def quantized_model():
+    """QModel through prepare (calibrated once) and convert."""
+    import torch.ao.quantization as tq
+    m = QModel().eval()
+    m.qconfig = tq.get_default_qconfig("fbgemm")
+    tq.fuse_modules(m, [["conv", "relu"]], inplace=True)
+    m = tq.prepare(m)
+    m(torch.randn(2, 2, 6, 6))
+    return tq.convert(m)
+
+
+def gen_quantized(outdir):
+    """Quantized modules as the root of a TorchScript archive (as a
+    submodule, difftest_script.py checks them too)."""
+    torch.manual_seed(14)
+    conv2d, conv3d, convrelu, linear = quantized_modules()
+
+    def qin(*shape):
+        return torch.quantize_per_tensor(torch.randn(*shape), 0.1, 0, torch.quint8)
+
+    saves = [("qconv2d_script", torch.jit.script(conv2d)),
+             ("qconv2d_trace", torch.jit.trace(conv2d, qin(1, 2, 5, 5))),
+             ("qconv3d_trace", torch.jit.trace(conv3d, qin(1, 2, 2, 3, 3))),
+             ("qconvrelu_script", torch.jit.script(convrelu)),
+             ("qlinear_script", torch.jit.script(linear))]
+    for name, sm in saves:
+        path = os.path.join(outdir, "%s%s.pt" % (name, TAG))
+        torch.jit.save(sm, path)
+        script_answer(path)
+
+
 class Exported(nn.Module):
     def __init__(self):
         super().__init__()
@@ -308,6 +393,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     gen_script(outdir)
+    gen_quantized(outdir)
     if MAJOR >= 2:
         gen_export_first(outdir)
         gen_export(outdir)

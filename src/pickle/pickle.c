@@ -1340,28 +1340,35 @@ static int dict_from_pairs(machine *m, ckpt_value *d, ckpt_value *src)
     return 0;
 }
 
-/* latin-1 text (as UTF-8) back to bytes: _codecs.encode(s, 'latin1'). */
-static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s)
+size_t ck_latin1_encode(const char *s, size_t n, char *o)
 {
-    char *o = ck_alloc(m->u->arena, s->u.s.n + 1);
-    if (!o) return NULL;
     size_t k = 0;
-    const unsigned char *p = (const unsigned char *)s->u.s.p;
-    for (size_t i = 0; i < s->u.s.n;) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
         uint64_t x;
-        if (s->u.s.n - i >= 8 && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ull))) {
+        if (n - i >= 8 && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ull))) {
             memcpy(o + k, &x, 8); /* eight ASCII bytes at once */
             i += 8;
             k += 8;
         } else if (p[i] < 0x80) {
             o[k++] = (char)p[i++];
-        } else if ((p[i] & 0xe0) == 0xc0 && i + 1 < s->u.s.n && p[i] <= 0xc3) {
+        } else if ((p[i] & 0xe0) == 0xc0 && i + 1 < n && p[i] <= 0xc3) {
             o[k++] = (char)(((p[i] & 0x1f) << 6) | (p[i + 1] & 0x3f));
             i += 2;
         } else {
-            return NULL; /* not latin-1 */
+            return SIZE_MAX; /* not latin-1 */
         }
     }
+    return k;
+}
+
+/* latin-1 text (as UTF-8) back to bytes: _codecs.encode(s, 'latin1'). */
+static ckpt_value *latin1_bytes(machine *m, const ckpt_value *s)
+{
+    char *o = ck_alloc(m->u->arena, s->u.s.n + 1);
+    if (!o) return NULL;
+    size_t k = ck_latin1_encode(s->u.s.p, s->u.s.n, o);
+    if (k == SIZE_MAX) return NULL;
     ckpt_value *v = ck_new(m->u, CKPT_V_BYTES);
     if (!v) return NULL;
     o[k] = 0;

@@ -250,6 +250,10 @@ int ck_seq_room(ck_unpickler *u, ckpt_value *v, size_t more, bool exact);
 size_t ck_seq_cap(const ckpt_value *v);
 bool ck_as_int(const ckpt_value *v, int64_t *out);
 bool ck_is_str(const ckpt_value *v, const char *s);
+/* Python's str.encode('latin-1') of the n bytes of UTF-8 text s: the bytes
+ * into o (room for n) and their count, or SIZE_MAX when a character is
+ * past U+00FF (or s is not UTF-8). */
+size_t ck_latin1_encode(const char *s, size_t n, char *o);
 /* STR or BYTES equal to s.  Inline: s is nearly always a literal, whose
  * length and comparison the compiler then folds. */
 static inline bool ck_is_text(const ckpt_value *v, const char *s)

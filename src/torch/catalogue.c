@@ -820,6 +820,11 @@ static int emit_one(walker *w, ck_tdef *t)
             return ck_fail(w->err, CKPT_E_FORMAT, t->offset_pos,
                            "tensor '%s' has %zu scales but %zu zero points", name, k->nchannels,
                            nz);
+        if (k->qscheme == CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) /* torch keeps them as float32 */
+            for (size_t i = 0; i < nz; i++) {
+                k->scales[i] = (float)k->scales[i];
+                k->zero_points[i] = (float)k->zero_points[i];
+            }
     }
     CK_TRY(ck_grow((void **)&f->listed, &f->cap_listed, f->ntensors + 1, sizeof *f->listed,
                    w->err));

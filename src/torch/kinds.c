@@ -5,7 +5,8 @@
  *              quantizer_params, requires_grad, hooks): a strided tensor
  *              over its integer storage plus the quantization parameters
  *              (per-channel scales and zero points are tensors, read when
- *              the file is catalogued).
+ *              the file is catalogued; float zero points make the scheme
+ *              per_channel_affine_float_qparams, as in torch's quantizer).
  *   sparse     _rebuild_sparse_tensor(layout, data) and 1.x's
  *              _rebuild_sparse_csr_tensor: the components (indices, values,
  *              ...), each a strided tensor, listed as NAME.<component>.
@@ -13,6 +14,11 @@
  *              listed, no data.
  *   nested     _rebuild_nested_tensor(buffer, sizes, strides, offsets):
  *              listed, unreadable.
+ *   numpy      numpy.core.multiarray._reconstruct + BUILD state, protocol
+ *              5's numpy.core.numeric._frombuffer (numpy._core's too): a
+ *              tensor over its bytes in the pickle (Python 2's: a str);
+ *              scalar(dtype, bytes): the number.  pickle.dump of a tensor
+ *              (torch.storage._load_from_bytes): a tensor over its stream.
  * A kind whose arguments are not as expected is listed as an unreadable
  * tensor saying why: one odd tensor never blocks the rest of the file.
  */
@@ -57,6 +63,8 @@ static const struct {
     {"torch.serialization", "_get_layout", CK_G_GET_LAYOUT},
     {"numpy.core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
     {"numpy._core.multiarray", "_reconstruct", CK_G_NP_RECONSTRUCT},
+    {"numpy.core.numeric", "_frombuffer", CK_G_NP_FROMBUFFER},
+    {"numpy._core.numeric", "_frombuffer", CK_G_NP_FROMBUFFER},
     {"numpy", "ndarray", CK_G_NP_NDARRAY},
     {"torch.storage", "_load_from_bytes", CK_G_LOAD_FROM_BYTES},
     {"numpy", "dtype", CK_G_NP_DTYPE},
@@ -173,6 +181,11 @@ static ckpt_dtype quantized_dtype(ckpt_dtype d)
     }
 }
 
+static bool float_dtype(ckpt_dtype d)
+{
+    return d == CKPT_FLOAT64 || d == CKPT_FLOAT32 || d == CKPT_FLOAT16 || d == CKPT_BFLOAT16;
+}
+
 static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
 {
     size_t n = args->u.seq.n;
@@ -212,6 +225,11 @@ static int rebuild_qtensor(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_v
             else {
                 k->qscales = ck_tdef_of(p[1]);
                 k->qzeros = ck_tdef_of(p[2]);
+                /* torch's __reduce_ex__ writes per_channel_affine_float_qparams
+                 * as per_channel_affine; the quantizer torch then makes has
+                 * float qparams when the zero points are floating point */
+                if (k->qscheme == CKPT_PER_CHANNEL_AFFINE && float_dtype(k->qzeros->dtype))
+                    k->qscheme = CKPT_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
             }
         }
     }
@@ -352,30 +370,59 @@ static int np_dtype(const ckpt_value *d, ckpt_dtype *dt, size_t *size, bool *big
     return 0;
 }
 
-int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err)
+/* The data of a numpy array or scalar, `want` bytes of it: bytes, or a str,
+ * which numpy's __setstate__ and scalar() encode as latin-1.  A Python 2
+ * str (STRING, BINSTRING, SHORT_BINSTRING) the machine keeps as its bytes:
+ * what numpy gets back from the str torch.load(f, encoding='latin1') makes
+ * of it (torch's default encoding, utf-8, fails on most such arrays).  A
+ * Python 3 str is UTF-8 text: encoded when its length is not `want` (text
+ * past ASCII is longer than its latin-1 bytes).  0 and *p, *n (the data,
+ * its length: `want`, or another when the data does not fit), 1 when v is
+ * neither (an inert value), -1 on OOM (err set). */
+static int np_data(ckpt_file *f, const ckpt_value *v, uint64_t want, const char **p, size_t *n,
+                   ckpt_error *err)
 {
-    const ck_obj *o = v->u.obj;
-    if (!o->callable || o->callable->gid != CK_G_NP_RECONSTRUCT) return 0;
-    const ckpt_value *st = o->state;
-    /* (version, shape, dtype, is_fortran, rawdata) */
-    if (!st || st->kind != CKPT_V_TUPLE || st->u.seq.n < 5) return 0;
-    ckpt_value **a = st->u.seq.v;
+    if (v->kind != CKPT_V_BYTES && v->kind != CKPT_V_STR) return 1;
+    *p = v->u.s.p;
+    *n = v->u.s.n;
+    if (v->kind == CKPT_V_BYTES || *n == want || want > *n) return 0;
+    char *o = ck_alloc(&f->arena, *n);
+    if (!o) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    size_t k = ck_latin1_encode(*p, *n, o);
+    if (k == want) {
+        *p = o;
+        *n = k;
+    }
+    return 0;
+}
+
+/* An array of numpy dtype object `dtype` and shape `shape` whose elements
+ * are `data` in C or Fortran order: 1 and *out, 0 when it is not one ckpt
+ * lists (an object array, an unknown dtype: it stays inert), -1 on error. */
+static int np_array(ckpt_file *f, const ckpt_value *dtype, const ckpt_value *shape_v, bool fortran,
+                    const ckpt_value *data, ck_tdef **out, ckpt_error *err)
+{
     ckpt_dtype dt;
     size_t es;
     bool big;
     uint32_t nd;
     int64_t *shape;
-    if (np_dtype(a[2], &dt, &es, &big) != 0 || a[4]->kind != CKPT_V_BYTES) return 0;
-    if (ints(f, a[1], &nd, &shape) != 0) return 0;
+    if (np_dtype(dtype, &dt, &es, &big) != 0 ||
+        (data->kind != CKPT_V_BYTES && data->kind != CKPT_V_STR))
+        return 0;
+    if (ints(f, shape_v, &nd, &shape) != 0) return 0;
     uint64_t numel = 1, nbytes;
     for (uint32_t i = 0; i < nd; i++)
         if (ck_mul_ovf(numel, (uint64_t)shape[i], &numel)) return 0;
-    if (ck_mul_ovf(numel, es, &nbytes) || nbytes != a[4]->u.s.n)
+    bool over = ck_mul_ovf(numel, es, &nbytes);
+    const char *bytes;
+    size_t have;
+    int r = np_data(f, data, over ? UINT64_MAX : nbytes, &bytes, &have, err);
+    if (r != 0) return r < 0 ? -1 : 0;
+    if (over || nbytes != have)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "a numpy array of %llu bytes holds %zu bytes of data",
-                       (unsigned long long)(ck_mul_ovf(numel, es, &nbytes) ? UINT64_MAX : nbytes),
-                       a[4]->u.s.n);
-    bool fortran = a[3]->kind == CKPT_V_BOOL ? a[3]->u.b : a[3]->kind == CKPT_V_INT && a[3]->u.i;
+                       (unsigned long long)(over ? UINT64_MAX : nbytes), have);
     ck_tdef *t = ck_alloc(&f->arena, sizeof *t);
     ck_tkind *k = ck_alloc(&f->arena, sizeof *k);
     int64_t *stride = nd ? ck_alloc(&f->arena, nd * sizeof *stride) : NULL;
@@ -393,10 +440,39 @@ int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *
     t->stride = stride;
     t->offset_pos = -1;
     t->kind = k;
-    k->bytes = (const uint8_t *)a[4]->u.s.p;
+    k->bytes = (const uint8_t *)bytes;
     k->big_endian = big && es > 1;
     *out = t;
     return 1;
+}
+
+int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err)
+{
+    const ck_obj *o = v->u.obj;
+    if (!o->callable) return 0;
+    if (o->callable->gid == CK_G_NP_RECONSTRUCT) {
+        /* _reconstruct(ndarray, (0,), b'b') + BUILD state (version, shape,
+         * dtype, is_fortran, rawdata) */
+        const ckpt_value *st = o->state;
+        if (!st || st->kind != CKPT_V_TUPLE || st->u.seq.n < 5) return 0;
+        ckpt_value **a = st->u.seq.v;
+        bool fortran =
+            a[3]->kind == CKPT_V_BOOL ? a[3]->u.b : a[3]->kind == CKPT_V_INT && a[3]->u.i;
+        return np_array(f, a[2], a[1], fortran, a[4], out, err);
+    }
+    if (o->callable->gid == CK_G_NP_FROMBUFFER) {
+        /* _frombuffer(buf, dtype, shape, order): numpy's __reduce_ex__ of a
+         * contiguous array at protocol 5, buf the PickleBuffer written in
+         * band (BYTEARRAY8, or bytes when read-only); order 'C' or 'F' */
+        const ckpt_value *args = o->args;
+        if (o->state || !args || args->kind != CKPT_V_TUPLE || args->u.seq.n != 4) return 0;
+        ckpt_value **a = args->u.seq.v;
+        if (a[3]->kind != CKPT_V_STR || a[3]->u.s.n != 1 ||
+            (a[3]->u.s.p[0] != 'C' && a[3]->u.s.p[0] != 'F'))
+            return 0;
+        return np_array(f, a[1], a[2], a[3]->u.s.p[0] == 'F', a[0], out, err);
+    }
+    return 0;
 }
 
 /* ---- pickled tensors ---------------------------------------------------------- */
@@ -527,18 +603,21 @@ int ck_kind_from_bytes(ckpt_file *f, ck_machine *m, ckpt_value **a, const ckpt_v
     return 0;
 }
 
-/* numpy.core.multiarray.scalar(dtype, bytes): the number. */
+/* numpy.core.multiarray.scalar(dtype, bytes or a Python 2 str): the number. */
 static int np_scalar(ckpt_file *f, ck_machine *m, ckpt_value *args, ckpt_value **out)
 {
     ckpt_value **a = args->u.seq.v;
     ckpt_dtype dt;
     size_t es;
     bool big;
-    if (args->u.seq.n != 2 || np_dtype(a[0], &dt, &es, &big) != 0 || a[1]->kind != CKPT_V_BYTES ||
-        a[1]->u.s.n != es || es > 8)
-        return 1;
+    const char *data;
+    size_t have;
+    if (args->u.seq.n != 2 || np_dtype(a[0], &dt, &es, &big) != 0 || es > 8) return 1;
+    int r = np_data(f, a[1], es, &data, &have, ck_machine_err(m));
+    if (r < 0) return -1;
+    if (r > 0 || have != es) return 1;
     uint8_t b[8];
-    memcpy(b, a[1]->u.s.p, es);
+    memcpy(b, data, es);
     const uint16_t one = 1;
     bool host_big = *(const uint8_t *)&one == 0;
     if (big != host_big)

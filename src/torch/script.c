@@ -13,7 +13,12 @@
  * torch.jit.load(f).state_dict() lists, per module, its parameters, then its
  * buffers (TorchScript keeps no non-persistent set: all of them), then each
  * submodule's, in slot order, skipping attributes that are not tensors
- * (None); a tensor reached twice is listed under both names.  Here that
+ * (None); a tensor reached twice is listed under both names.  A module
+ * whose class has a __getstate__ method (quantized Conv, Linear) is pickled
+ * as what that returns; torch.jit.load runs its __setstate__ to make the
+ * attributes, which is code, not run here: such a module lists nothing
+ * (the quantized ones declare no parameters or buffers: torch lists none
+ * either), with a note when its class declares some.  Here that
  * becomes an nn.Module-shaped tree (state dicts with _parameters, _buffers,
  * _modules) that catalogue.c names like any full-model save; the object
  * graph itself stays the root for show.  The container hands over the code
@@ -34,6 +39,7 @@ typedef struct script {
     void *ud;
     ck_map classes;    /* "module.Name" -> CLS_* */
     ck_map attrs;      /* "module.Name\1attr" -> ATTR_* */
+    ck_map declared;   /* "module.Name" of classes with parameters or buffers */
     ck_map files;      /* modules whose code was asked for */
     ckpt_value **memo; /* per original value id: its module tree */
     uint32_t nmemo;
@@ -147,10 +153,12 @@ static int parse_code(script *s, const char *mod, size_t mn, const char *text, s
                 size_t n, kl;
                 q = quoted(q, end, name, &n);
                 if (!q) break;
-                if (make_key(s, mod, mn, cls, cn, name, n, &kl))
+                if (make_key(s, mod, mn, cls, cn, name, n, &kl) ||
+                    put(s, &s->attrs, kl, (size_t)kind) ||
+                    make_key(s, mod, mn, cls, cn, NULL, 0, &kl))
                     rc = -1;
-                else
-                    rc = put(s, &s->attrs, kl, (size_t)kind);
+                else if (!ck_map_get(&s->declared, s->key, kl, NULL))
+                    rc = put(s, &s->declared, kl, 1);
             }
             if (kind && q && q > eol) {
                 eol = memchr(q, '\n', (size_t)(end - q));
@@ -192,15 +200,7 @@ static int class_kind(script *s, const ckpt_value *g, int *kind)
             return 0;
         }
     }
-    /* no definition: every tensor attribute is listed */
-    if (!s->noted) {
-        s->noted = true;
-        if (ck_note(&s->f->pk,
-                    "TorchScript class %.100s.%.100s has no code record: its tensor "
-                    "attributes are all listed",
-                    mod, nm))
-            return oom(s);
-    }
+    /* no definition (a custom C++ class, or no code record) */
     CK_TRY(make_key(s, mod, mn, nm, nn, NULL, 0, &kl));
     CK_TRY(put(s, &s->classes, kl, CLS_NOCODE));
     *kind = CLS_NOCODE;
@@ -215,8 +215,26 @@ static const ckpt_value *script_class(const ckpt_value *v)
     if (g->kind != CKPT_V_GLOBAL || !g->u.g->module || !g->u.g->name) return NULL;
     const char *m = g->u.g->module;
     if (strncmp(m, "__torch__", 9) != 0 || (m[9] != 0 && m[9] != '.')) return NULL;
-    const ckpt_value *st = v->u.obj->state;
-    return st && st->kind == CKPT_V_DICT ? g : NULL;
+    return v->u.obj->state ? g : NULL;
+}
+
+/* Its attribute slots: a dict state.  An object whose class has a
+ * __getstate__ method (quantized Conv and Linear, their packed params) is
+ * pickled with what that returns instead, which its __setstate__ code turns
+ * back into attributes when torch.jit.load runs it. */
+static bool has_slots(const ckpt_value *v)
+{
+    return v->u.obj->state->kind == CKPT_V_DICT;
+}
+
+static int note_once(script *s, const char *what, const ckpt_value *g)
+{
+    if (s->noted) return 0;
+    s->noted = true;
+    if (ck_note(&s->f->pk, "TorchScript class %.100s.%.100s %s", g->u.g->module, g->u.g->name,
+                what))
+        return oom(s);
+    return 0;
 }
 
 static ckpt_value *new_dict(script *s)
@@ -257,13 +275,27 @@ static int convert(script *s, const ckpt_value *v, const ckpt_value *g, uint32_t
     int kind;
     CK_TRY(class_kind(s, g, &kind));
     const char *mod = g->u.g->module, *nm = g->u.g->name;
-    size_t mn = strlen(mod), nn = strlen(nm);
+    size_t mn = strlen(mod), nn = strlen(nm), kl;
+    if (!has_slots(v)) {
+        /* its state_dict() is what its __setstate__ sets, which is not run:
+         * none for the quantized modules, which declare no parameters or
+         * buffers (their weights stay values of the graph, for show) */
+        CK_TRY(make_key(s, mod, mn, nm, nn, NULL, 0, &kl));
+        if (ck_map_get(&s->declared, s->key, kl, NULL))
+            CK_TRY(note_once(s,
+                             "sets its state with __setstate__ (code that is not run): its "
+                             "parameters and buffers are not listed",
+                             g));
+        return 0;
+    }
+    if (kind == CLS_NOCODE)
+        CK_TRY(note_once(s, "has no code record: its tensor attributes are all listed", g));
     const ckpt_value *attrs = v->u.obj->state;
     for (size_t i = 0; i + 1 < attrs->u.seq.n; i += 2) {
         ckpt_value *k = attrs->u.seq.v[i], *a = attrs->u.seq.v[i + 1];
         if (k->kind != CKPT_V_STR) continue;
         if (a->kind == CKPT_V_TENSOR) {
-            size_t kl, what = ATTR_BUFFER;
+            size_t what = ATTR_BUFFER;
             if (kind != CLS_NOCODE) {
                 CK_TRY(make_key(s, mod, mn, nm, nn, k->u.s.p, k->u.s.n, &kl));
                 if (!ck_map_get(&s->attrs, s->key, kl, &what)) continue;
@@ -275,7 +307,9 @@ static int convert(script *s, const ckpt_value *v, const ckpt_value *g, uint32_t
         if (!ag) continue;
         int akind;
         CK_TRY(class_kind(s, ag, &akind));
-        if (akind == CLS_OTHER) continue;
+        /* not a module; or, without slots, one of no class of ours (a
+         * custom C++ class object: the packed params) */
+        if (akind == CLS_OTHER || (akind != CLS_MODULE && !has_slots(a))) continue;
         ckpt_value *sub;
         CK_TRY(convert(s, a, ag, depth + 1, &sub));
         CK_TRY(push2(s, md, k, sub));
@@ -308,6 +342,7 @@ int ck_script_names(ckpt_file *f, ck_code_fn code, void *ud, ckpt_error *err)
     free(s.key);
     ck_map_free(&s.classes);
     ck_map_free(&s.attrs);
+    ck_map_free(&s.declared);
     ck_map_free(&s.files);
     return r;
 }

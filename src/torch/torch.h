@@ -39,7 +39,8 @@ typedef enum ck_torch_tag {
     CK_G_NP_NDARRAY,      /* numpy.ndarray */
     CK_G_NP_DTYPE,        /* numpy.dtype */
     CK_G_NP_SCALAR,       /* numpy.core.multiarray.scalar */
-    CK_G_LOAD_FROM_BYTES  /* torch.storage._load_from_bytes */
+    CK_G_LOAD_FROM_BYTES, /* torch.storage._load_from_bytes */
+    CK_G_NP_FROMBUFFER    /* numpy.core.numeric._frombuffer */
 } ck_torch_tag;
 
 /* ---- dtypes: the one table ------------------------------------------------ */
@@ -366,9 +367,11 @@ int ck_kind_reduce(ckpt_file *f, ck_machine *m, ckpt_value *callable, ckpt_value
 /* A tensor ckpt cannot read, listed with what is known. */
 int ck_kind_unreadable(ckpt_file *f, ck_machine *m, const char *why, ckpt_dtype dtype,
                        uint32_t ndim, const int64_t *shape, ckpt_value **out);
-/* A numpy array (numpy.core.multiarray._reconstruct + BUILD state) as a
- * tensor over its bytes in the pickle: 1 and *out, 0 when v is not one (an
- * object array, an unknown dtype: it stays inert), -1 on error. */
+/* A numpy array (numpy.core.multiarray._reconstruct + BUILD state, or
+ * protocol 5's numpy.core.numeric._frombuffer; numpy._core's too; its data
+ * bytes or a Python 2 str) as a tensor over its bytes in the pickle: 1 and
+ * *out, 0 when v is not one (an object array, an unknown dtype: it stays
+ * inert), -1 on error. */
 int ck_kind_numpy(ckpt_file *f, const ckpt_value *v, ck_tdef **out, ckpt_error *err);
 /* A tensor rebuild whose storage is torch.storage._load_from_bytes(b) (a
  * pickle.dump of a tensor): a tensor over the bytes of the legacy stream in

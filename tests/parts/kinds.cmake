@@ -1,4 +1,4 @@
-# Tensor kinds (quantized, sparse, meta, nested, mixed files) written by torch
+# Tensor kinds (quantized, sparse, meta, nested, numpy, mixed files) written by torch
 # 1.13 (*_t1) and torch 2.6 (*_t2) with tests/gen_kinds.py, against their
 # recorded answers.
 if(CKPT_PYTHON3)
