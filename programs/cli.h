@@ -82,6 +82,9 @@ int cli_env_init(void);
 void cli_options(ckpt_options *opt);
 /* The "Limits (every command)" section of 'ckpt --help'. */
 void cli_limits_usage(FILE *out);
+/* --max-spool / CKPT_MAX_SPOOL: the most bytes of standard input spooled
+ * to a temporary file (0: no limit). */
+uint64_t cli_max_spool(void);
 
 /* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
  * failure print the error (cli_file_error) and return NULL. */
@@ -236,9 +239,10 @@ int cli_mkdirs(const char *dir);
 
 /* A readable, seekable descriptor for an input path: "-" is standard
  * input, spooled once to an unlinked temporary file when it is a pipe
- * (every later "-" reads the same bytes).  FIFOs and devices get "needs a
- * seekable file".  The caller closes *fd.  CLI_OK, or CLI_FAIL with err
- * filled (nothing printed). */
+ * (every later "-" reads the same bytes), after its first bytes passed
+ * ckpt_sniff() and up to --max-spool bytes.  FIFOs and devices get "needs
+ * a seekable file", without waiting for a writer.  The caller closes *fd.
+ * CLI_OK, or CLI_FAIL with err filled (nothing printed). */
 int cli_input_fd(const char *path, int *fd, uint64_t *size, ckpt_error *err);
 
 /* How to open an input: 0, open the path by name; 1, through *rd (for "-",

@@ -118,11 +118,12 @@ static const char usage[] =
     "a replaced OUT keeps its mode, and a symlink OUT keeps pointing at it.\n"
     "OUT '-' streams the file to standard output (not to a terminal); a\n"
     "device or a FIFO given as OUT is written in place.  FILE '-' reads the\n"
-    "checkpoint from standard input.  OUT is never a file of the input, even\n"
-    "with --force: not FILE, nor a shard, .distcp file, index or .metadata of\n"
-    "a folder, index or DCP checkpoint (compared by device and inode); into\n"
-    "the input's own folder, a conversion that would replace or remove one\n"
-    "is refused before anything is written.\n"
+    "checkpoint from standard input (a pipe is copied to $TMPDIR first, up to\n"
+    "--max-spool).  OUT is never a file of the input, even with --force: not\n"
+    "FILE, nor a shard, .distcp file, index or .metadata of a folder, index or\n"
+    "DCP checkpoint (compared by device and inode); into the input's own\n"
+    "folder, a conversion that would replace or remove one is refused before\n"
+    "anything is written.\n"
     "A progress bar is shown on standard error when it is a terminal and\n"
     "the job is long (64 MiB of tensors, or half a second).\n"
     "\n"
@@ -146,7 +147,7 @@ static const char usage[] =
     "                      5GB); as transformers reads it: 5GB, 500MB, 10KB are\n"
     "                      powers of 10, 10GiB, 10MiB, 10KiB of 2, a final\n"
     "                      lowercase b means bits (5Gb = 625MB), a bare number\n"
-    "                      is bytes\n"
+    "                      is bytes.  With one OUT file: a usage error\n"
     "  --jobs N            threads reading tensors ahead while OUT is written,\n"
     "                      when reading costs CPU (deflated records) or goes\n"
     "                      through the library (several input files); default:\n"
@@ -1090,6 +1091,10 @@ int cmd_convert(int argc, char **argv)
         c.jobs = (int)v;
     }
     folder = is_folder(ops[1]);
+    if (shard_size && !folder)
+        return cli_usage_error("convert: --max-shard-size splits an export into OUTDIR/; OUT '%s' "
+                               "is one file (end OUTDIR with '/' for a folder)",
+                               ops[1]);
 #ifdef SIGXFSZ
     /* past a file size limit, fail the write (EFBIG) and clean up rather
      * than be killed with the temporary file left behind */

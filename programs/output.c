@@ -838,14 +838,51 @@ static int in_fail(ckpt_error *err, const char *fmt, ...)
     return CLI_FAIL;
 }
 
-/* Copy standard input (a pipe, a socket, ...) to an unlinked temporary file. */
+/* Read up to n bytes of standard input (fewer only at its end); the count,
+ * or -1 with errno set. */
+static ssize_t read_stdin(unsigned char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(STDIN_FILENO, buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+static int write_full(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Copy standard input (a pipe, a socket, ...) to an unlinked temporary
+ * file: once its first bytes are those of a checkpoint (ckpt_sniff()), and
+ * at most cli_max_spool() bytes. */
 static int spool_stdin(ckpt_error *err)
 {
-    static char buf[1 << 16];
+    static unsigned char buf[1 << 16];
     const char *tmpdir = getenv("TMPDIR");
+    uint64_t max = cli_max_spool(), total;
     char *name;
     size_t len;
+    ssize_t n;
     int fd;
+
+    /* the first bytes decide, before anything is spooled */
+    n = read_stdin(buf, 512);
+    if (n < 0) return in_fail(err, "%s", strerror(errno));
+    if (n > 0 && ckpt_sniff(buf, (size_t)n, n < 512 ? (uint64_t)n : UINT64_MAX, err) != 0)
+        return CLI_FAIL;
 
     if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
     len = strlen(tmpdir) + 24;
@@ -860,37 +897,52 @@ static int spool_stdin(ckpt_error *err)
     }
     unlink(name);
     free(name);
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, buf, sizeof buf), w = 0;
-        if (n == 0) break;
+    total = 0;
+    while (n > 0) {
+        if (max != 0 && (uint64_t)n > max - total) {
+            char h[32];
+            close(fd);
+            in_fail(err, "more than %s to spool to a temporary file (max_spool)",
+                    cli_human_size(max, h, sizeof h));
+            err->code = CKPT_E_LIMIT;
+            return CLI_FAIL;
+        }
+        if (write_full(fd, buf, (size_t)n) != 0) {
+            int e = errno != 0 ? errno : EIO;
+            close(fd);
+            return in_fail(err, "spooling it to %s: %s", tmpdir, strerror(e));
+        }
+        total += (uint64_t)n;
+        n = read_stdin(buf, sizeof buf);
         if (n < 0) {
             int e = errno;
-            if (e == EINTR) continue;
             close(fd);
             return in_fail(err, "%s", strerror(e));
-        }
-        while (w < n) {
-            ssize_t k = write(fd, buf + w, (size_t)(n - w));
-            if (k < 0) {
-                int e = errno;
-                if (e == EINTR) continue;
-                close(fd);
-                return in_fail(err, "spooling it to %s: %s", tmpdir, strerror(e));
-            }
-            w += k;
         }
     }
     spool_fd = fd;
     return CLI_OK;
 }
 
+/* What a path that is not a regular file, a directory or a block device
+ * is, for "needs a seekable file". */
+static const char *kind_of(mode_t m)
+{
+    return S_ISFIFO(m)   ? "FIFO or pipe"
+           : S_ISCHR(m)  ? "character device"
+           : S_ISSOCK(m) ? "socket"
+                         : "special file";
+}
+
 int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *err)
 {
     struct stat st;
-    int fd;
+    int fd, fl;
 
     if (strcmp(path, "-") != 0) {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO with no writer would block the open; it is
+         * refused instead, whatever is (or is not) writing to it */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) return in_fail(err, "%s", strerror(errno));
         if (fstat(fd, &st) != 0) {
             int e = errno;
@@ -906,10 +958,9 @@ int cli_input_fd(const char *path, int *fd_out, uint64_t *size_out, ckpt_error *
             return in_fail(err,
                            "needs a seekable file (this is a %s); pipe it in as "
                            "'-' to read it from standard input",
-                           S_ISFIFO(st.st_mode)  ? "FIFO or pipe"
-                           : S_ISCHR(st.st_mode) ? "character device"
-                                                 : "special file");
+                           kind_of(st.st_mode));
         }
+        if ((fl = fcntl(fd, F_GETFL)) >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
         *fd_out = fd;
         *size_out = (uint64_t)st.st_size;
         return CLI_OK;

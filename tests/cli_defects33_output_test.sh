@@ -18,6 +18,14 @@
 #   mode    a symlink replaced inside OUTDIR/ or an extract -d folder gives a
 #           new file of mode 0666 & ~umask, not the link's 0777; a replaced
 #           regular file keeps its mode
+#   spool   FILE '-': the first bytes are checked before anything is spooled
+#           (counted: the bytes a writer got into the pipe), and the spool is
+#           bounded by --max-spool / CKPT_MAX_SPOOL
+#   fifo    a FIFO named as FILE (or as a part of a folder) is refused by
+#           every command at once, with no writer (timeout(1) is only a net)
+#   sizes   a plain number is bytes for every size flag and its variable
+#           (CKPT_MAX_MEMORY=300 too); --max-shard-size with one OUT file is
+#           a usage error
 #
 # Prints "ok"/"not ok"/"skip" lines and "N passed, M failed"; exits 77 when
 # what a group needs is missing.
@@ -335,10 +343,152 @@ group_mode() {
     check "a replaced regular file in OUTDIR/ keeps its mode" "$r"
 }
 
+# ---------------------------------------------------------------------------
+# feed N CMD...: head.bin then zeros, N bytes in all, piped into CMD; FED
+# receives how many of the zeros got into the pipe
+feed_run() {
+    n=$1
+    shift
+    # SIGPIPE ignored: dd then stops at EPIPE and still counts what it wrote
+    (
+        trap '' PIPE
+        cat head.bin
+        dd if=/dev/zero bs=4096 count=$(((n - $(wc -c <head.bin)) / 4096)) 2>dd.err
+    ) | "$@" >out 2>err
+    RC=$?
+    FED=$(sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' dd.err)
+}
+
+group_spool() {
+    size=$(wc -c <"$SAMPLE" | tr -d ' ')
+    printf 'y\n' >head.bin
+    feed_run 16777216 "$CKPT" ls -
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "not a checkpoint")
+    [ -z "$r" ] && r=$(one_line)
+    [ -z "$r" ] && [ "${FED:-0}" -ge 4194304 ] && r="the writer got $FED bytes into the pipe"
+    check "'yes | ckpt ls -': refused from its first bytes, not spooled (16 MiB offered)" "$r"
+
+    printf '\200\002' >head.bin # a pickle's PROTO 2, then zeros
+    feed_run 16777216 "$CKPT" ls --max-spool 1M -
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "more than 1.0 MiB")
+    [ -z "$r" ] && r=$(err_has "max-spool")
+    [ -z "$r" ] && r=$(one_line)
+    [ -z "$r" ] && [ "${FED:-0}" -ge 4194304 ] && r="the writer got $FED bytes into the pipe"
+    check "--max-spool 1M: a 16 MiB stream stops past 1 MiB, one line naming the flag" "$r"
+    feed_run 16777216 env CKPT_MAX_SPOOL=1M "$CKPT" ls -
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "more than 1.0 MiB")
+    [ -z "$r" ] && [ "${FED:-0}" -ge 4194304 ] && r="the writer got $FED bytes into the pipe"
+    check "CKPT_MAX_SPOOL=1M: the same" "$r"
+
+    cat "$SAMPLE" | "$CKPT" ls --max-spool "$size" - >out 2>err
+    RC=$?
+    check "a checkpoint of exactly --max-spool bytes is read" "$(status_is 0)"
+    cat "$SAMPLE" | "$CKPT" ls --max-spool $((size - 1)) - >out 2>err
+    RC=$?
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "max-spool")
+    check "one byte more than --max-spool is refused" "$r"
+    cat "$SAMPLE" | "$CKPT" convert - piped.st >out 2>err
+    RC=$?
+    r=$(status_is 0)
+    "$CKPT" convert "$SAMPLE" want.st 2>/dev/null
+    [ -z "$r" ] && ! cmp -s piped.st want.st && r="differs from convert FILE"
+    check "convert - still reads a checkpoint piped in" "$r"
+    "$CKPT" --help >out 2>&1
+    grep -q -- "--max-spool SIZE, CKPT_MAX_SPOOL=SIZE" out
+    check "ckpt --help lists --max-spool and CKPT_MAX_SPOOL" "$([ $? = 0 ] || echo missing)"
+}
+
+# ---------------------------------------------------------------------------
+group_fifo() {
+    mkfifo fifo
+    have_timeout=yes
+    command -v timeout >/dev/null 2>&1 || have_timeout=no
+    # nothing ever writes to the FIFO: a command that opens it would wait
+    # for ever (timeout ends it as a failure: exit 124)
+    guard() { if [ $have_timeout = yes ]; then timeout 20 "$CKPT" "$@"; else "$CKPT" "$@"; fi; }
+    for args in "ls fifo" "show fifo" "info fifo" "verify fifo" "scan fifo" "cat fifo $T" \
+        "extract fifo $T -o x.npy" "convert fifo x.st" "diff fifo $SAMPLE" "diff $SAMPLE fifo"; do
+        # shellcheck disable=SC2086
+        guard $args >out 2>err </dev/null
+        RC=$?
+        case $args in diff*) r=$(status_is 2) ;; *) r=$(status_is 1) ;; esac # diff: 2 is trouble
+        [ -z "$r" ] && r=$(err_has "seekable file")
+        check "ckpt $args: a FIFO with no writer is refused at once" "$r"
+    done
+    make_hf hf
+    rm hf/model-00002-of-00004.safetensors
+    mkfifo hf/model-00002-of-00004.safetensors
+    for args in "ls hf/" "verify hf/" "cat hf/ $T" "convert hf/ x.st"; do
+        # shellcheck disable=SC2086
+        guard $args >out 2>err </dev/null
+        RC=$?
+        r=$(status_is 1)
+        [ -z "$r" ] && r=$(err_has "regular file")
+        check "ckpt $args with a FIFO for a shard: refused at once" "$r"
+    done
+}
+
+# ---------------------------------------------------------------------------
+group_sizes() {
+    F=$SAMPLE
+    run ls "$F" --max-memory 300
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "memory limit of 300 bytes")
+    check "--max-memory 300 is 300 bytes" "$r"
+    RC=0
+    CKPT_MAX_MEMORY=300 "$CKPT" ls "$F" >out 2>err || RC=$?
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "memory limit of 300 bytes")
+    check "CKPT_MAX_MEMORY=300 is 300 bytes too" "$r"
+    RC=0
+    CKPT_MAX_MEMORY=300M "$CKPT" ls "$F" >out 2>err || RC=$?
+    check "CKPT_MAX_MEMORY=300M is 300 MiB" "$(status_is 0)"
+    # every size variable: a plain number means what the flag's does
+    for spec in "CKPT_MAX_TENSOR_SIZE --max-tensor-size cat $F $T" \
+        "CKPT_MAX_PICKLE_SIZE --max-pickle-size ls $F" "CKPT_MAX_MEMORY --max-memory ls $F"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        var=$1 flag=$2
+        shift 2
+        for v in 31 32 1000; do
+            "$CKPT" "$@" "$flag" "$v" >out 2>flag.err
+            a=$?
+            env "$var=$v" "$CKPT" "$@" >out 2>err
+            b=$?
+            r=""
+            [ $a = $b ] || r="flag exit $a, variable exit $b"
+            [ -z "$r" ] && ! cmp -s flag.err err && r="flag: $(head -n 1 flag.err); variable: $(head -n 1 err)"
+            check "$var=$v means $flag $v" "$r"
+        done
+    done
+    cat "$F" | CKPT_MAX_SPOOL=100 "$CKPT" ls - >out 2>err
+    RC=$?
+    r=$(status_is 1)
+    [ -z "$r" ] && r=$(err_has "more than 100 B")
+    check "CKPT_MAX_SPOOL=100 is 100 bytes" "$r"
+
+    for out in one.safetensors -; do
+        run convert --max-shard-size 1GB "$F" "$out"
+        r=$(status_is 2)
+        [ -z "$r" ] && r=$(err_has "max-shard-size")
+        [ -z "$r" ] && [ -e one.safetensors ] && r="wrote one.safetensors anyway"
+        [ -z "$r" ] && [ -s out ] && r="wrote to stdout anyway"
+        check "convert --max-shard-size to one file ($out): a usage error, not ignored" "$r"
+    done
+    run convert --max-shard-size 1GB "$F" dir/
+    r=$(status_is 0)
+    [ -z "$r" ] && [ ! -s dir/model.safetensors ] && r="no dir/model.safetensors"
+    check "convert --max-shard-size into OUTDIR/ still works" "$r"
+}
+
 case $GROUP in
-input | batch | enospc | mode) "group_$GROUP" ;;
+input | batch | enospc | mode | spool | fifo | sizes) "group_$GROUP" ;;
 *)
-    echo "usage: $0 CKPT SOURCE_DIR input|batch|enospc|mode" >&2
+    echo "usage: $0 CKPT SOURCE_DIR input|batch|enospc|mode|spool|fifo|sizes" >&2
     exit 2
     ;;
 esac

@@ -663,8 +663,8 @@ static void test_sniff_and_fifo(void)
     CHECK_EQ_INT(ckpt_sniff(z.out.p, 512, z.out.n, &err), 0);
     CHECK_EQ_INT(ckpt_sniff(z.out.p, 512, UINT64_MAX, NULL), 0);
     CHECK_EQ_INT(ckpt_sniff(z.out.p, z.out.n, z.out.n, NULL), 0); /* more than 512 is fine */
-    CHECK_EQ_INT(ckpt_sniff("\x80\x02N.", 4, 4, NULL), 0);         /* a pickle */
-    CHECK_EQ_INT(ckpt_sniff("(dp0\n", 5, UINT64_MAX, NULL), 0);     /* protocol 0 */
+    CHECK_EQ_INT(ckpt_sniff("\x80\x02N.", 4, 4, NULL), 0);        /* a pickle */
+    CHECK_EQ_INT(ckpt_sniff("(dp0\n", 5, UINT64_MAX, NULL), 0);   /* protocol 0 */
     /* safetensors: header length, then '{' */
     uint8_t st[16] = {6, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', 0, 0};
     CHECK_EQ_INT(ckpt_sniff(st, 14, 14, NULL), 0);
