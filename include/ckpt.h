@@ -248,6 +248,14 @@ CKPT_API ckpt_file *ckpt_open_memory(const void *data, size_t size, const ckpt_o
  * called by ckpt_close()), on failure it is closed before returning. */
 CKPT_API ckpt_file *ckpt_open_reader(const ckpt_reader *reader, const ckpt_options *opt,
                                      ckpt_error *err);
+/* Could a file that starts with head[0..n) be one ckpt_open() reads?  The
+ * containers bid on the first bytes as ckpt_open() asks them: pass the
+ * first 512 bytes (the whole file when it is shorter); size is the file's
+ * size, or UINT64_MAX when it is not known yet (a stream still arriving).
+ * 0 when a container claims them, else -1 with err as ckpt_open() would set
+ * it (CKPT_E_FORMAT at byte 0: "not a checkpoint: ...", "file is empty").
+ * Lets a caller refuse a stream before reading the rest of it. */
+CKPT_API int ckpt_sniff(const void *head, size_t n, uint64_t size, ckpt_error *err);
 /* Open a checkpoint of one or several files: a regular file (as
  * ckpt_open()), a shard index (`pytorch_model.bin.index.json`,
  * `model.safetensors.index.json`), a folder holding one index, a

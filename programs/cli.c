@@ -179,12 +179,15 @@ typedef struct cli_limit {
     const char *env;      /* "CKPT_MAX_TENSOR_SIZE" */
     const char *field;    /* the ckpt_options field the library's errors name */
     int size;             /* a size in bytes: takes suffixes (K, M, G, ...) */
-    size_t offset, width; /* of the field in ckpt_options */
+    size_t offset, width; /* of the field in ckpt_options; width 0: the
+                             program's own limit, not the library's */
     uint64_t min, max;
     const char *help;
 } cli_limit;
 
 #define LIMIT_FIELD(f) offsetof(ckpt_options, f), sizeof(((ckpt_options *)0)->f)
+/* The program's own limits (width 0): their defaults. */
+#define DEFAULT_MAX_SPOOL ((uint64_t)64 << 30)
 
 static const cli_limit limits[] = {
     {"--max-pickle-size", "CKPT_MAX_PICKLE_SIZE", "max_pickle_bytes", 1,
@@ -210,6 +213,9 @@ static const cli_limit limits[] = {
     {"--max-memory", "CKPT_MAX_MEMORY", "max_memory", 1, LIMIT_FIELD(max_memory), 0, UINT64_MAX,
      "memory for a file's metadata (plus 24 bytes per pickle\n"
      "byte past 16 MiB); 0: no limit"},
+    {"--max-spool", "CKPT_MAX_SPOOL", "max_spool", 1, 0, 0, 0, UINT64_MAX,
+     "bytes of standard input (FILE '-', a pipe) copied to a\n"
+     "temporary file in $TMPDIR to be read; 0: no limit"},
 };
 
 #define NLIMITS (sizeof limits / sizeof limits[0])
@@ -217,14 +223,21 @@ static const cli_limit limits[] = {
 static uint64_t limit_value[NLIMITS];
 static int limit_set[NLIMITS];
 
+/* The default of the program's own limit l (width 0). */
+static uint64_t cli_limit_default(const cli_limit *l)
+{
+    if (strcmp(l->field, "max_spool") == 0) return DEFAULT_MAX_SPOOL;
+    return 0;
+}
+
 /* "512M", "20G", "1KiB", "1000", "64KB": K, M, G, T, P, E and KiB, MiB, ...
  * are powers of 1024, KB, MB, ... powers of 1000 (as in GNU coreutils).  A
- * plain number is bytes, or `plain_unit` bytes.  0 on success. */
-static int parse_limit(const cli_limit *l, const char *s, uint64_t plain_unit, uint64_t *out)
+ * plain number is bytes, for a flag and a variable alike.  0 on success. */
+static int parse_limit(const cli_limit *l, const char *s, uint64_t *out)
 {
     static const char units[] = "KMGTPE";
     unsigned long long v;
-    uint64_t mul = plain_unit;
+    uint64_t mul = 1;
     const char *u;
     char *end;
     if (!s || s[0] < '0' || s[0] > '9') return -1;
@@ -273,12 +286,10 @@ static int bad_limit(const char *cmd, const cli_limit *l, const char *s)
         snprintf(range, sizeof range, "from %llu to %llu", (unsigned long long)l->min,
                  (unsigned long long)l->max);
     if (l->size)
-        return cli_usage_error(
-            "%s%s%s takes a size in bytes (%s%s), with an optional "
-            "suffix K, M, G, T (powers of 1024) or KB, MB, GB, TB "
-            "(powers of 1000), not '%s'",
-            cmd ? cmd : "", cmd ? ": " : "", name, range,
-            !cmd && strcmp(l->field, "max_memory") == 0 ? "; a plain number is MiB" : "", s);
+        return cli_usage_error("%s%s%s takes a size in bytes (%s), with an optional "
+                               "suffix K, M, G, T (powers of 1024) or KB, MB, GB, TB "
+                               "(powers of 1000), not '%s'",
+                               cmd ? cmd : "", cmd ? ": " : "", name, range, s);
     return cli_usage_error("%s%s%s takes a number %s, not '%s'", cmd ? cmd : "", cmd ? ": " : "",
                            name, range, s);
 }
@@ -294,7 +305,7 @@ static int limit_flag(const char *cmd, const char *a, size_t len, const char *va
         const cli_limit *l = &limits[i];
         if (strlen(l->flag) != len || strncmp(l->flag, a, len) != 0) continue;
         if (!value) return cli_usage_error("%s: option '%s' needs a value", cmd, l->flag);
-        if (parse_limit(l, value, 1, &v) != 0) return bad_limit(cmd, l, value);
+        if (parse_limit(l, value, &v) != 0) return bad_limit(cmd, l, value);
         limit_value[i] = v;
         limit_set[i] = 2;
         return CLI_OK;
@@ -309,10 +320,10 @@ int cli_env_init(void)
         const cli_limit *l = &limits[i];
         const char *s = getenv(l->env);
         uint64_t v;
-        /* CKPT_MAX_MEMORY was a number of MiB before sizes took suffixes */
-        uint64_t plain = strcmp(l->field, "max_memory") == 0 ? (1u << 20) : 1;
+        /* a plain number is bytes here too (CKPT_MAX_MEMORY's used to be MiB:
+         * README, "Safety") */
         if (!s || !*s) continue;
-        if (parse_limit(l, s, plain, &v) != 0) {
+        if (parse_limit(l, s, &v) != 0) {
             bad_limit(NULL, l, s);
             return -1;
         }
@@ -328,7 +339,7 @@ void cli_options(ckpt_options *opt)
     ckpt_options_init(opt);
     for (i = 0; i < NLIMITS; i++) {
         unsigned char *field = (unsigned char *)opt + limits[i].offset;
-        if (!limit_set[i]) continue;
+        if (!limit_set[i] || limits[i].width == 0) continue;
         if (limits[i].width == sizeof(uint32_t)) {
             uint32_t v = (uint32_t)limit_value[i];
             memcpy(field, &v, sizeof v);
@@ -397,7 +408,9 @@ void cli_limits_usage(FILE *out)
         const unsigned char *field = (const unsigned char *)&def + l->offset;
         uint64_t v;
         char dflt[32];
-        if (l->width == sizeof(uint32_t)) {
+        if (l->width == 0) {
+            v = cli_limit_default(l);
+        } else if (l->width == sizeof(uint32_t)) {
             uint32_t v32;
             memcpy(&v32, field, sizeof v32);
             v = v32;
@@ -413,7 +426,18 @@ void cli_limits_usage(FILE *out)
         }
         fprintf(out, "      %s\n", h);
     }
-    fputs("  CKPT_MAX_MEMORY also takes a plain number of MiB, as it always did.\n", out);
+    fputs("  A plain number is bytes, for a flag and its variable alike (a plain\n"
+          "  CKPT_MAX_MEMORY used to mean MiB: write 300M for 300 MiB).\n",
+          out);
+}
+
+uint64_t cli_max_spool(void)
+{
+    size_t i;
+    for (i = 0; i < NLIMITS; i++)
+        if (strcmp(limits[i].field, "max_spool") == 0)
+            return limit_set[i] ? limit_value[i] : cli_limit_default(&limits[i]);
+    return DEFAULT_MAX_SPOOL;
 }
 
 static void limits_usage(void)

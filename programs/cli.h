@@ -82,6 +82,9 @@ int cli_env_init(void);
 void cli_options(ckpt_options *opt);
 /* The "Limits (every command)" section of 'ckpt --help'. */
 void cli_limits_usage(FILE *out);
+/* --max-spool / CKPT_MAX_SPOOL: the most bytes of standard input spooled
+ * to a temporary file (0: no limit). */
+uint64_t cli_max_spool(void);
 
 /* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
  * failure print the error (cli_file_error) and return NULL. */
@@ -148,34 +151,73 @@ void cli_swap_bytes(void *buf, size_t n, size_t unit);
  *   missing                  temporary name beside it, linked into place
  *   existing regular file    refused unless --force; replaced atomically,
  *   (or a symlink to one)    keeping its mode; a symlink keeps pointing at it
- *   the input itself         refused, --force or not
+ *   a symlink in an output   (no_follow) the entry itself, replaced with
+ *   folder                   --force by a new file (0666 & ~umask)
+ *   a file of the input      refused, --force or not
  * No fsync unless --sync. */
+
+/* The files an input consists of, by device and inode: FILE itself, and for
+ * a folder, an index or a DCP checkpoint every part (ckpt_part_path()), the
+ * index or .metadata, a folder's one checkpoint file.  Zero-initialize. */
+typedef struct cli_inputs {
+    struct cli_file_id *ids;
+    size_t n, cap;
+} cli_inputs;
+/* Add the files of input `path` ("-": standard input), opened as f (NULL:
+ * the path alone).  0, or -1 out of memory (reported). */
+int cli_inputs_add(cli_inputs *in, const char *path, const ckpt_file *f);
+void cli_inputs_free(cli_inputs *in);
+
+/* Files written together (convert OUTDIR/): each one's temporary file is
+ * kept when it is committed, and cli_out_batch_commit() moves them all into
+ * place at once.  Zero-initialize. */
+typedef struct cli_out_batch {
+    struct cli_out_pending *files;
+    size_t n, cap;
+} cli_out_batch;
+
 typedef struct cli_out_opts {
-    int force;         /* replace an existing regular file */
-    int sync;          /* fsync before the file appears */
-    int no_follow;     /* an entry of an output folder: a symlink is the
-                          entry itself (replaced with --force, never
-                          followed); non-regular entries are refused */
-    const char *input; /* the input's path ("-": stdin), or NULL */
+    int force;                /* replace an existing regular file */
+    int sync;                 /* fsync before the file appears */
+    int no_follow;            /* an entry of an output folder: a symlink is the
+                                 entry itself (replaced with --force by a new
+                                 file, never followed); non-regular entries
+                                 are refused */
+    const char *input;        /* the input's path ("-": stdin), or NULL */
+    const cli_inputs *inputs; /* every file of the input, or NULL */
+    cli_out_batch *batch;     /* commit into this batch, or NULL */
 } cli_out_opts;
 
 typedef struct cli_out {
-    FILE *fp;          /* write here */
-    int fd;            /* fileno(fp) */
-    const char *shown; /* the name for messages */
-    char *path;        /* where the temporary file goes (symlinks resolved) */
-    char *tmp;         /* the temporary file, or NULL when in place */
+    FILE *fp;             /* write here */
+    int fd;               /* fileno(fp) */
+    const char *shown;    /* the name for messages */
+    char *path;           /* where the temporary file goes (symlinks resolved) */
+    char *tmp;            /* the temporary file, or NULL when in place */
+    cli_out_batch *batch; /* opts->batch */
     int in_place, is_stdout, owns_fd, replace, sync;
 } cli_out;
 
 /* Returns 0, or prints "ckpt: OUT: <reason>" and returns -1. */
 int cli_out_open(cli_out *o, const char *path, const cli_out_opts *opts);
-/* Flush (fsync with --sync), close, and move into place.  On failure prints
- * the error (for stdout: left to cli_stdout_finish()), removes the
- * temporary file and returns -1. */
+/* Flush (fsync with --sync), close, and move into place (with a batch: hand
+ * the temporary file to it).  On failure prints the error (for stdout: left
+ * to cli_stdout_finish()), removes the temporary file and returns -1. */
 int cli_out_commit(cli_out *o);
 /* Close and remove the temporary file.  Safe after a commit. */
 void cli_out_abort(cli_out *o);
+/* Move every file of the batch into place, in the order they were
+ * committed, with the signals held; if one fails, put back the files
+ * already replaced and remove the new ones.  0, or -1 reported.  The batch
+ * is empty afterwards. */
+int cli_out_batch_commit(cli_out_batch *b);
+/* Remove every temporary file of the batch. */
+void cli_out_batch_abort(cli_out_batch *b);
+/* Hold SIGINT, SIGTERM, SIGHUP and SIGPIPE until the matching release
+ * (nested calls count): a few steps that must not be cut in two.  A signal
+ * that came meanwhile is delivered by the last release. */
+void cli_signals_hold(void);
+void cli_signals_release(void);
 
 /* Binary output and no -o while stdout is a terminal: print an error
  * (naming `what`) and return 1; else 0. */
@@ -184,15 +226,23 @@ int cli_out_refuse_tty(const char *what, const char *out);
 struct stat;
 /* Nonzero when `input` ("-": stdin) is the file described by out_st. */
 int cli_same_file(const char *input, const struct stat *out_st);
+/* 1 when st is opts->input itself, 2 when it is another of opts->inputs,
+ * else 0. */
+int cli_is_input(const cli_out_opts *opts, const struct stat *st);
+/* When writing `path` (an entry as cli_out_open() would see it) would
+ * replace a file of the input: print "ckpt: PATH: is ... the input" and
+ * return -1; else 0.  To refuse before anything is written. */
+int cli_out_refuse_input(const char *path, const cli_out_opts *opts);
 
 /* mkdir -p DIR; CLI_OK, or prints the error and returns CLI_FAIL. */
 int cli_mkdirs(const char *dir);
 
 /* A readable, seekable descriptor for an input path: "-" is standard
  * input, spooled once to an unlinked temporary file when it is a pipe
- * (every later "-" reads the same bytes).  FIFOs and devices get "needs a
- * seekable file".  The caller closes *fd.  CLI_OK, or CLI_FAIL with err
- * filled (nothing printed). */
+ * (every later "-" reads the same bytes), after its first bytes passed
+ * ckpt_sniff() and up to --max-spool bytes.  FIFOs and devices get "needs
+ * a seekable file", without waiting for a writer.  The caller closes *fd.
+ * CLI_OK, or CLI_FAIL with err filled (nothing printed). */
 int cli_input_fd(const char *path, int *fd, uint64_t *size, ckpt_error *err);
 
 /* How to open an input: 0, open the path by name; 1, through *rd (for "-",

@@ -27,7 +27,8 @@ static const char usage[] =
     "  -o, --output OUT  write to OUT instead of standard output ('-': standard\n"
     "                    output, even a terminal).  A new or replaced OUT\n"
     "                    appears only once every byte is written; a device or a\n"
-    "                    FIFO is written in place\n"
+    "                    FIFO is written in place.  Never a file of the input\n"
+    "                    (a shard, index or DCP file of it either)\n"
     "  --force           replace OUT if it is an existing file\n"
     "  --sync            flush OUT to disk before it appears (like cp, the\n"
     "                    default does not)\n"
@@ -116,6 +117,7 @@ int cmd_cat(int argc, char **argv)
     ckpt_file *f;
     cli_out o;
     cli_out_opts oo;
+    cli_inputs inputs;
     const cli_option options[] = {
         {"--key", 0, 1, &key, NULL},       {"--output", 'o', 1, &out, NULL},
         {"--force", 0, 0, NULL, &force},   {"--sync", 0, 0, NULL, &sync},
@@ -149,10 +151,12 @@ int cmd_cat(int argc, char **argv)
         }
     }
     memset(&oo, 0, sizeof oo);
+    memset(&inputs, 0, sizeof inputs);
     oo.force = force;
     oo.sync = sync;
     oo.input = ops[0];
-    if (cli_out_open(&o, out ? out : "-", &oo) != 0) {
+    oo.inputs = &inputs;
+    if (cli_inputs_add(&inputs, ops[0], f) != 0 || cli_out_open(&o, out ? out : "-", &oo) != 0) {
         r = CLI_FAIL;
     } else {
         const char *shown = o.is_stdout ? NULL : o.shown;
@@ -169,5 +173,6 @@ int cmd_cat(int argc, char **argv)
         }
     }
     ckpt_close(f);
+    cli_inputs_free(&inputs);
     return r;
 }

@@ -58,7 +58,13 @@ static const char usage[] =
     "model-00001-of-0000N.safetensors ... (tensors in file order, a new shard\n"
     "when the next tensor would pass the size; a bigger tensor alone) and\n"
     "model.safetensors.index.json ({\"metadata\": {\"total_size\": BYTES},\n"
-    "\"weight_map\": {NAME: SHARD}}), written last, each file atomically.\n"
+    "\"weight_map\": {NAME: SHARD}}), written last: every file is written under\n"
+    "a temporary name first, then all are put in place together (the index\n"
+    "last, signals held meanwhile), so that a failed or interrupted run\n"
+    "(SIGINT, SIGTERM, SIGHUP) leaves an earlier export there whole and no\n"
+    "temporary file (only SIGKILL or a crash can leave .NAME.XXXXXX files).\n"
+    "A symlink in OUTDIR is the entry itself: --force replaces it by a new\n"
+    "file (mode 0666 & ~umask), never writing its target.\n"
     "With --force, the files of an earlier export into OUTDIR that this one\n"
     "did not replace (model-NNNNN-of-NNNNN.safetensors shards of another\n"
     "count, the other layout's model.safetensors or index) are removed once\n"
@@ -107,13 +113,17 @@ static const char usage[] =
     ".pt2 its state dict and constants.\n"
     "\n"
     "OUT is written under a temporary name in its directory and appears only\n"
-    "once complete: a failed or interrupted conversion leaves no OUT behind\n"
-    "(into OUTDIR/: shards written by a failed run are removed again).\n"
+    "once complete: a failed or interrupted conversion leaves no OUT behind.\n"
     "An existing OUT is left alone (exit status 1) unless --force is given;\n"
     "a replaced OUT keeps its mode, and a symlink OUT keeps pointing at it.\n"
     "OUT '-' streams the file to standard output (not to a terminal); a\n"
     "device or a FIFO given as OUT is written in place.  FILE '-' reads the\n"
-    "checkpoint from standard input.  OUT is never the input file.\n"
+    "checkpoint from standard input (a pipe is copied to $TMPDIR first, up to\n"
+    "--max-spool).  OUT is never a file of the input, even with --force: not\n"
+    "FILE, nor a shard, .distcp file, index or .metadata of a folder, index or\n"
+    "DCP checkpoint (compared by device and inode); into the input's own\n"
+    "folder, a conversion that would replace or remove one is refused before\n"
+    "anything is written.\n"
     "A progress bar is shown on standard error when it is a terminal and\n"
     "the job is long (64 MiB of tensors, or half a second).\n"
     "\n"
@@ -137,7 +147,7 @@ static const char usage[] =
     "                      5GB); as transformers reads it: 5GB, 500MB, 10KB are\n"
     "                      powers of 10, 10GiB, 10MiB, 10KiB of 2, a final\n"
     "                      lowercase b means bits (5Gb = 625MB), a bare number\n"
-    "                      is bytes\n"
+    "                      is bytes.  With one OUT file: a usage error\n"
     "  --jobs N            threads reading tensors ahead while OUT is written,\n"
     "                      when reading costs CPU (deflated records) or goes\n"
     "                      through the library (several input files); default:\n"
@@ -707,88 +717,168 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Once the new files are in place: with --force, remove what an earlier
- * export left (is_stale(): regular files and symlinks of those names, never
- * anything else); without, say that they are there.  CLI_OK, or CLI_FAIL
- * reported. */
-static int remove_stale(conv *c, const char *dir, size_t ns, int force)
+/* The files an earlier export into OUTDIR/ left there that this one (ns
+ * shards, 0: model.safetensors alone) does not write (is_stale(): regular
+ * files and symlinks of those names, never anything else), sorted; NULL
+ * with *n 0 when there are none, or on failure (reported, *r CLI_FAIL). */
+static char **find_stale(const char *dir, size_t ns, size_t *n, int *r)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     char **names = NULL;
-    size_t n = 0, cap = 0, i;
-    int r = CLI_OK;
-    if (!d) return cli_error("%s: %s", dir, strerror(errno));
+    size_t cap = 0;
+    *n = 0;
+    *r = CLI_OK;
+    if (!d) {
+        *r = cli_error("%s: %s", dir, strerror(errno));
+        return NULL;
+    }
     while ((e = readdir(d)) != NULL) {
         struct stat st;
         if (!is_stale(e->d_name, ns)) continue;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
             continue;
-        if (n == cap) {
+        if (*n == cap) {
             char **more = realloc(names, (cap = cap ? 2 * cap : 8) * sizeof *names);
             if (!more) {
-                r = cli_error("out of memory");
+                *r = cli_error("out of memory");
                 break;
             }
             names = more;
         }
-        if (!(names[n] = strdup(e->d_name))) {
+        if (!(names[*n] = strdup(e->d_name))) {
+            *r = cli_error("out of memory");
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (*n > 0) qsort(names, *n, sizeof *names, cmp_str);
+    return names;
+}
+
+static void free_names(char **names, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Once the new files are in place: with --force, remove what an earlier
+ * export left (find_stale()); without, say that it is there.  CLI_OK, or
+ * CLI_FAIL reported. */
+static int remove_stale(conv *c, const char *dir, size_t ns, const cli_out_opts *oo)
+{
+    size_t n, i;
+    int r;
+    char **names = find_stale(dir, ns, &n, &r);
+    if (r == CLI_OK && n > 0 && !oo->force) {
+        progress_hide(&c->prog);
+        if (n == 1)
+            cli_error("%s: warning: %s, from an earlier export, is still there (--force "
+                      "removes it)",
+                      dir, names[0]);
+        else
+            cli_error("%s: warning: %zu files from an earlier export are still there (%s, "
+                      "...; --force removes them)",
+                      dir, n, names[0]);
+    }
+    for (i = 0; i < n && oo->force; i++) {
+        char *path = join(dir, names[i]);
+        struct stat st;
+        if (!path) {
             r = cli_error("out of memory");
             break;
         }
-        n++;
+        /* never a file of the input (checked before writing; again here) */
+        if (lstat(path, &st) == 0 && cli_is_input(oo, &st) == 0 && unlink(path) != 0 &&
+            errno != ENOENT)
+            r = cli_error("%s: cannot remove %s, left by an earlier export: %s", dir, names[i],
+                          strerror(errno));
+        free(path);
     }
-    if (r == CLI_OK && n > 0) {
-        qsort(names, n, sizeof *names, cmp_str);
-        if (!force) {
-            progress_hide(&c->prog);
-            if (n == 1)
-                cli_error("%s: warning: %s, from an earlier export, is still there (--force "
-                          "removes it)",
-                          dir, names[0]);
-            else
-                cli_error("%s: warning: %zu files from an earlier export are still there (%s, "
-                          "...; --force removes them)",
-                          dir, n, names[0]);
-        }
-        for (i = 0; i < n && force; i++)
-            if (unlinkat(dirfd(d), names[i], 0) != 0 && errno != ENOENT)
-                r = cli_error("%s: cannot remove %s, left by an earlier export: %s", dir, names[i],
-                              strerror(errno));
+    free_names(names, n);
+    return r;
+}
+
+/* Before anything is written into OUTDIR/: refuse a name to write (names[0
+ * .. n)) that is a file of the input, or that exists without --force, and,
+ * with --force, a file of the input that would be removed as left by an
+ * earlier export.  CLI_OK, or CLI_FAIL reported. */
+static int check_folder(const char *dir, char *const *names, size_t n, size_t ns,
+                        const cli_out_opts *oo)
+{
+    size_t i, nstale = 0;
+    int r = CLI_OK;
+    char **stale = NULL;
+    for (i = 0; i < n && r == CLI_OK; i++) {
+        struct stat st;
+        if (cli_out_refuse_input(names[i], oo) != 0)
+            r = CLI_FAIL;
+        else if (!oo->force && lstat(names[i], &st) == 0)
+            r = cli_error("%s: already exists (--force replaces it)", names[i]);
     }
-    for (i = 0; i < n; i++) free(names[i]);
-    free(names);
-    closedir(d);
+    if (r == CLI_OK && oo->force) stale = find_stale(dir, ns, &nstale, &r);
+    for (i = 0; i < nstale && r == CLI_OK; i++) {
+        char *path = join(dir, stale[i]);
+        struct stat st;
+        if (!path)
+            r = cli_error("out of memory");
+        else if (lstat(path, &st) == 0 && cli_is_input(oo, &st) != 0)
+            r = cli_error("%s: is one of the files of the input, which --force would remove as "
+                          "left by an earlier export; not converting into %s",
+                          path, dir);
+        free(path);
+    }
+    free_names(stale, nstale);
     return r;
 }
 
 /* OUTDIR/: model.safetensors, or the shards and their index; then what an
- * earlier export left there (remove_stale()). */
+ * earlier export left there (remove_stale()).  Every file is written under
+ * a temporary name first and they are put in place together, the index
+ * last (cli_out_batch_commit()): a failure or a signal before that leaves
+ * OUTDIR as it was. */
 static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_options *eo0,
                         const char *dir, uint64_t max, cli_out_opts *oo, int pool, int *origin)
 {
-    size_t ns, k;
-    char name[64], *path, **done;
+    size_t ns, k, nnames;
+    char name[64], **names;
     int r = CLI_OK, verified = 0;
+    cli_out_batch batch;
 
     if (cli_mkdirs(dir) != CLI_OK) return CLI_FAIL;
+    memset(&batch, 0, sizeof batch);
     oo->no_follow = 1; /* entries of an output folder */
+    oo->batch = &batch;
     if (c->total <= max) {
-        path = join(dir, "model.safetensors");
-        if (!path) return cli_error("out of memory");
-        r = write_plan(c, p0, path, oo, pool, origin);
-        free(path);
-        return r == CLI_OK ? remove_stale(c, dir, 0, oo->force) : r;
+        ns = 0;
+    } else {
+        ns = split(c, p0, max);
+        if (ns == 0) return cli_error("out of memory");
+        if (ns > 99999)
+            return cli_error("%zu shards: more than 99999 (raise --max-shard-size)", ns);
     }
-    ns = split(c, p0, max);
-    if (ns == 0) return cli_error("out of memory");
-    if (ns > 99999) return cli_error("%zu shards: more than 99999 (raise --max-shard-size)", ns);
-    done = calloc(ns, sizeof *done);
-    if (!done) return cli_error("out of memory");
+    /* every name, in the order they are put in place (the index last) */
+    nnames = ns ? ns + 1 : 1;
+    names = calloc(nnames, sizeof *names);
+    if (!names) return cli_error("out of memory");
+    for (k = 0; k < nnames && r == CLI_OK; k++) {
+        if (ns == 0)
+            snprintf(name, sizeof name, "model.safetensors");
+        else if (k < ns)
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, ns);
+        else
+            snprintf(name, sizeof name, "model.safetensors.index.json");
+        if (!(names[k] = join(dir, name))) r = cli_error("out of memory");
+    }
+    if (r == CLI_OK) r = check_folder(dir, names, nnames, ns, oo);
+
+    if (r == CLI_OK && ns == 0) r = write_plan(c, p0, names[0], oo, pool, origin);
     /* the whole file's plan made the library's pass over the file when a
      * written tensor lies in a deflated record: not once per shard */
-    for (k = 0; k < ckpt_safetensors_count(p0) && eo0->verify; k++) {
+    for (k = 0; r == CLI_OK && k < ckpt_safetensors_count(p0) && eo0->verify; k++) {
         const ckpt_storage *s = ckpt_storage_at(c->f, ckpt_safetensors_at(p0, k)->tensor->storage);
         if (s && s->file_offset < 0) verified = 1;
     }
@@ -796,12 +886,6 @@ static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_op
         ckpt_export_options eo = *eo0;
         ckpt_safetensors_plan *p;
         ckpt_error err;
-        snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, ns);
-        path = join(dir, name);
-        if (!path) {
-            r = cli_error("out of memory");
-            break;
-        }
         c->shard = k;
         eo.select = in_shard;
         eo.warning = NULL; /* the whole file's plan said it all */
@@ -809,30 +893,28 @@ static int write_folder(conv *c, ckpt_safetensors_plan *p0, const ckpt_export_op
         memset(&err, 0, sizeof err);
         p = ckpt_export_safetensors_plan(c->f, &eo, &err);
         if (!p) {
-            r = report(c, path, &err, *origin);
+            r = report(c, names[k], &err, *origin);
         } else {
             size_t i;
-            r = write_plan(c, p, path, oo, pool, origin);
+            r = write_plan(c, p, names[k], oo, pool, origin);
             for (i = 0; i < ckpt_safetensors_count(p); i++)
                 c->base += ckpt_safetensors_at(p, i)->tensor->nbytes;
             ckpt_safetensors_free(p);
         }
-        if (r == CLI_OK)
-            done[k] = path;
-        else
-            free(path);
     }
+    if (r == CLI_OK && ns > 0) r = write_index(c, p0, names[ns], ns, oo);
     if (r == CLI_OK) {
-        path = join(dir, "model.safetensors.index.json");
-        r = path ? write_index(c, p0, path, ns, oo) : cli_error("out of memory");
-        free(path);
+        /* every file is complete: all in place, then the earlier export's
+         * leftovers removed, none of it cut short by a signal */
+        cli_signals_hold();
+        r = cli_out_batch_commit(&batch) == 0 ? remove_stale(c, dir, ns, oo) : CLI_FAIL;
+        cli_signals_release();
     }
-    for (k = 0; k < ns; k++) {
-        if (r != CLI_OK && done[k]) unlink(done[k]); /* no half set of shards */
-        free(done[k]);
-    }
-    free(done);
-    return r == CLI_OK ? remove_stale(c, dir, ns, oo->force) : r;
+    cli_out_batch_abort(&batch); /* no half set of files */
+    oo->batch = NULL;
+    for (k = 0; k < nnames; k++) free(names[k]);
+    free(names);
+    return r;
 }
 
 /* ---- the command ------------------------------------------------------------ */
@@ -964,6 +1046,7 @@ int cmd_convert(int argc, char **argv)
     const char *key = NULL, *filter = NULL, *tied = NULL, *shard_size = NULL, *jobs = NULL;
     char *ops[2];
     cli_out_opts oo;
+    cli_inputs inputs;
     struct stat st;
     conv c;
     ckpt_export_options eo;
@@ -1008,6 +1091,10 @@ int cmd_convert(int argc, char **argv)
         c.jobs = (int)v;
     }
     folder = is_folder(ops[1]);
+    if (shard_size && !folder)
+        return cli_usage_error("convert: --max-shard-size splits an export into OUTDIR/; OUT '%s' "
+                               "is one file (end OUTDIR with '/' for a folder)",
+                               ops[1]);
 #ifdef SIGXFSZ
     /* past a file size limit, fail the write (EFBIG) and clean up rather
      * than be killed with the temporary file left behind */
@@ -1018,11 +1105,14 @@ int cmd_convert(int argc, char **argv)
         return cli_error("not writing a safetensors file to a terminal; redirect "
                          "standard output or name OUT");
     memset(&oo, 0, sizeof oo);
+    memset(&inputs, 0, sizeof inputs);
     oo.force = force;
     oo.sync = sync;
     oo.input = ops[0];
+    oo.inputs = &inputs;
     /* refuse a doomed OUT (the input, an existing file) before any work:
-     * cli_out_open() checks again when it opens OUT */
+     * cli_out_open() checks again when it opens OUT, then against every
+     * file of the input too */
     if (!folder && strcmp(ops[1], "-") != 0 && stat(ops[1], &st) == 0) {
         if (cli_same_file(ops[0], &st))
             return cli_error("%s: is the same file as the input; not writing over it", ops[1]);
@@ -1043,7 +1133,8 @@ int cmd_convert(int argc, char **argv)
     eo.error_origin = &origin;
     eo.dedupe_tied = tied ? strcmp(tied, "once") == 0 : folder;
     memset(&err, 0, sizeof err);
-    if (open_source(&c, key) == 0 &&
+    if (open_source(&c, key) == 0 && cli_inputs_add(&inputs, ops[0], c.f) == 0 &&
+        (folder || strcmp(ops[1], "-") == 0 || cli_out_refuse_input(ops[1], &oo) == 0) &&
         (no_verify || ckpt_part_count(c.f) < 2 || verify_parts(&c) == CLI_OK)) {
         eo.src_fd = c.src_fd;
         pool = wants_pool(&c);
@@ -1068,5 +1159,6 @@ int cmd_convert(int argc, char **argv)
     if (c.src_fd >= 0) close(c.src_fd);
     free(c.refs);
     free(c.stor_checked);
+    cli_inputs_free(&inputs);
     return r;
 }

@@ -28,7 +28,11 @@ static const char usage[] =
     "under a temporary name and appear when complete.  Existing files are\n"
     "never replaced without --force (with -d: checked for every file before\n"
     "the first is written); a device or a FIFO given as OUT is written in\n"
-    "place.  FILE '-' reads the checkpoint from standard input.\n"
+    "place.  A symlink in DIR is the entry itself: --force replaces it by a\n"
+    "new file (mode 0666 & ~umask), never writing its target.  No file of the\n"
+    "input (FILE, a shard, index or DCP file of it) is ever written: with -d,\n"
+    "checked for every file before the first is written.\n"
+    "FILE '-' reads the checkpoint from standard input.\n"
     "A tensor ckpt lists but cannot read (a meta or nested tensor, ...) is\n"
     "skipped by -d with a note naming it on stderr.\n"
     "\n"
@@ -302,12 +306,15 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
     int r = CLI_OK;
     struct stat st;
     if (!names) return cli_error("%s: out of memory", path);
-    /* no clobbering: refuse before anything is written */
-    for (i = 0; i < n && !oo->force && r == CLI_OK; i++) {
+    /* no clobbering, and never a file of the input (DIR may be the input's
+     * own folder): refuse before anything is written */
+    for (i = 0; i < n && r == CLI_OK; i++) {
         char *out = join(dir, names[i]);
         if (!out)
             r = cli_error("%s: out of memory", path);
-        else if (lstat(out, &st) == 0 && existing++ == 0)
+        else if (cli_out_refuse_input(out, oo) != 0)
+            r = CLI_FAIL;
+        else if (!oo->force && lstat(out, &st) == 0 && existing++ == 0)
             first = out, out = NULL;
         free(out);
     }
@@ -341,6 +348,7 @@ int cmd_extract(int argc, char **argv)
     int nops = 0, r, force = 0, sync = 0;
     const char *key = NULL, *out = NULL, *dir = NULL, *filter = NULL;
     cli_out_opts oo;
+    cli_inputs inputs;
     char *ops[2];
     const ckpt_tensor *t = NULL;
     const ckpt_tensor **list = NULL;
@@ -379,10 +387,14 @@ int cmd_extract(int argc, char **argv)
         }
     }
     memset(&oo, 0, sizeof oo);
+    memset(&inputs, 0, sizeof inputs);
     oo.force = force;
     oo.sync = sync;
     oo.input = ops[0];
-    if (out) {
+    oo.inputs = &inputs;
+    if (cli_inputs_add(&inputs, ops[0], f) != 0) {
+        r = CLI_FAIL;
+    } else if (out) {
         progress_start(&bar, t->nbytes, "extracting");
         r = extract_to(f, ops[0], t, out, &oo);
         progress_finish(&bar);
@@ -417,5 +429,6 @@ int cmd_extract(int argc, char **argv)
         free((void *)list);
     }
     ckpt_close(f);
+    cli_inputs_free(&inputs);
     return r;
 }

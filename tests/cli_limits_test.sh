@@ -240,7 +240,7 @@ for spec in "--max-pickle-size 100 ls $F" "--max-ops 10 ls $F" "--max-stack 3 ls
     check "$flag $big beats $var=$v" "$(why_not_ok)"
 done
 
-# values: suffixes, ranges, 0, CKPT_MAX_MEMORY's MiB
+# values: suffixes, ranges, 0, a plain number is bytes everywhere
 P=$FIX/params_zip.pt # weight: 48 bytes
 for spec in "47 1" "48 0" "47B 1" "48B 0" "1K 0" "1KiB 0" "1KB 0" "1k 0" "1G 0" "15E 0"; do
     set -- $spec
@@ -262,8 +262,11 @@ for spec in "--max-memo 0" "--max-rank 0" "--max-expansion 0" "--max-memory 0" "
     [ "$1" = --max-rank ] && RC=$((RC == 1 ? 0 : 9)) # rank 0 refuses weight, but is a valid value
     check "$1 $2 is a valid value" "$([ "$RC" -eq 0 ] || echo "exit status $RC: $(first_line "$ERR")")"
 done
+# a plain number is bytes for the variable as for the flag (it was MiB; issue 33)
 RC=0; CKPT_MAX_MEMORY=1 "$CKPT" ls "$F" >"$OUT" 2>"$ERR" || RC=$?
-check "CKPT_MAX_MEMORY=1 is 1 MiB, as before" "$(why_not_ok)"
+check "CKPT_MAX_MEMORY=1 is 1 byte, as --max-memory 1 is" "$(why_not_limit --max-memory)"
+RC=0; CKPT_MAX_MEMORY=1M "$CKPT" ls "$F" >"$OUT" 2>"$ERR" || RC=$?
+check "CKPT_MAX_MEMORY=1M is 1 MiB" "$(why_not_ok)"
 run ls "$F" --max-memory 1
 check "--max-memory 1 is 1 byte" "$(why_not_limit --max-memory)"
 RC=0; CKPT_MAX_MEMORY=1K "$CKPT" ls "$F" >"$OUT" 2>"$ERR" || RC=$?

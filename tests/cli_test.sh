@@ -156,15 +156,15 @@ check "ls --json=1 is a usage error" "$(why_not_usage)"
 run cat a.pt
 check "cat without NAME is a usage error" "$(why_not_usage)"
 
-# CKPT_MAX_MEMORY: MiB of metadata memory; a bad value is a usage error
+# CKPT_MAX_MEMORY: bytes of metadata memory (1M: 1 MiB); a bad value is a usage error
 LISTS=$TMP/lists.pkl
 { printf '\200\002]('; head -c 200000 /dev/zero | tr '\0' ']'; printf 'e.'; } >"$LISTS"
 RC=0; CKPT_MAX_MEMORY=lots "$CKPT" ls "$LISTS" >"$OUT" 2>"$ERR" || RC=$?
 check "CKPT_MAX_MEMORY=lots is a usage error" "$(why_not_usage)"
-RC=0; CKPT_MAX_MEMORY=1 "$CKPT" ls "$LISTS" >"$OUT" 2>"$ERR" || RC=$?
+RC=0; CKPT_MAX_MEMORY=1M "$CKPT" ls "$LISTS" >"$OUT" 2>"$ERR" || RC=$?
 r=$(why_not_file_error "$LISTS")
 grep -q "memory limit of 1 MiB" "$ERR" || r="${r:-no 'memory limit of 1 MiB' in: $(first_line "$ERR")}"
-check "CKPT_MAX_MEMORY=1: 200,000 lists are refused in one line" "$r"
+check "CKPT_MAX_MEMORY=1M: 200,000 lists are refused in one line" "$r"
 RC=0; CKPT_MAX_MEMORY=0 "$CKPT" ls "$LISTS" >"$OUT" 2>"$ERR" || RC=$?
 check "CKPT_MAX_MEMORY=0: no limit" "$(why_not_status 0)"
 run ls "$LISTS"

@@ -44,7 +44,9 @@ int ck_source_open_path(ck_source *s, const char *path, bool use_mmap, ckpt_erro
 {
     memset(s, 0, sizeof *s);
     s->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO with no writer would wait for one; it is
+     * refused below instead (reads of a regular file never block anyway) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return ck_fail(err, CKPT_E_IO, -1, "%s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -58,8 +60,15 @@ int ck_source_open_path(ck_source *s, const char *path, bool use_mmap, ckpt_erro
     }
     if (!S_ISREG(st.st_mode) || st.st_size < 0) {
         close(fd);
-        return ck_fail(err, CKPT_E_IO, -1, "not a regular file");
+        return ck_fail(err, CKPT_E_IO, -1, "not a regular file (%s)",
+                       S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file");
     }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     s->fd = fd;
     s->size = (uint64_t)st.st_size;
     s->read = fd_read;

@@ -17,6 +17,32 @@ static const ck_format *const registry[] = {
     &ck_format_pickle,
 };
 
+/* The container that claims the first bytes, or NULL with err set. */
+static const ck_format *bid(const uint8_t *head, size_t n, uint64_t size, ckpt_error *err)
+{
+    if (n == 0 || size == 0) {
+        ck_fail(err, CKPT_E_FORMAT, 0, "file is empty");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+        if (registry[i]->bid(head, n, size)) return registry[i];
+    ck_fail(err, CKPT_E_FORMAT, 0,
+            "not a checkpoint: starts with neither a ZIP, a TAR, a safetensors nor a "
+            "pickle header (first byte 0x%02x)",
+            head[0]);
+    return NULL;
+}
+
+int ckpt_sniff(const void *head, size_t n, uint64_t size, ckpt_error *err)
+{
+    ckpt_error local;
+    if (!err) err = &local;
+    if (!head && n) return ck_fail(err, CKPT_E_ARG, -1, "no data given");
+    if (n > size) n = (size_t)size;
+    if (n > 512) n = 512; /* what ckpt_open() shows the containers */
+    return bid(head, n, size, err) ? 0 : -1;
+}
+
 /* Options, limits and torch's hooks: 0, or -1 with f closed. */
 static int setup(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
 {
@@ -52,20 +78,11 @@ static ckpt_file *finish_open(ckpt_file *f, const ckpt_options *opt, ckpt_error 
         r = ck_fail(err, CKPT_E_FORMAT, 0, "file is empty");
     } else if (ck_read(&f->src, 0, head, hn, "file header", err)) {
         r = -1;
+    } else if ((f->fmt = bid(head, hn, f->src.size, err)) != NULL) {
+        f->storage_read = f->fmt->storage_read;
+        r = f->fmt->open(f, err);
     } else {
-        for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
-            if (registry[i]->bid(head, hn, f->src.size)) {
-                f->fmt = registry[i];
-                f->storage_read = registry[i]->storage_read;
-                break;
-            }
-        if (f->fmt)
-            r = f->fmt->open(f, err);
-        else
-            r = ck_fail(err, CKPT_E_FORMAT, 0,
-                        "not a checkpoint: starts with neither a ZIP, a TAR, a safetensors nor a "
-                        "pickle header (first byte 0x%02x)",
-                        head[0]);
+        r = -1;
     }
     if (f->opt.scan_all_pickles && f->fmt && (r == 0 || err->code != CKPT_E_NOMEM)) {
         ckpt_error e2; /* a scan: the pickles inside bytes values, even when the open failed */

@@ -650,8 +650,72 @@ static void test_codes_and_dtypes(void)
     for (const char *c = err.message; *c; c++) CHECK((unsigned char)*c >= 0x20);
 }
 
+/* ckpt_sniff(): the containers' bids on the first bytes, as ckpt_open()
+ * makes them, with the size known or not (a stream); and a FIFO with no
+ * writer, which ckpt_open() refuses at once instead of waiting (issue 33). */
+static void test_sniff_and_fifo(void)
+{
+    SECTION("ckpt_sniff: what ckpt_open() would take, from the first bytes");
+    zipb z;
+    make_zip(&z);
+    ckpt_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_EQ_INT(ckpt_sniff(z.out.p, 512, z.out.n, &err), 0);
+    CHECK_EQ_INT(ckpt_sniff(z.out.p, 512, UINT64_MAX, NULL), 0);
+    CHECK_EQ_INT(ckpt_sniff(z.out.p, z.out.n, z.out.n, NULL), 0); /* more than 512 is fine */
+    CHECK_EQ_INT(ckpt_sniff("\x80\x02N.", 4, 4, NULL), 0);        /* a pickle */
+    CHECK_EQ_INT(ckpt_sniff("(dp0\n", 5, UINT64_MAX, NULL), 0);   /* protocol 0 */
+    /* safetensors: header length, then '{' */
+    uint8_t st[16] = {6, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', 0, 0};
+    CHECK_EQ_INT(ckpt_sniff(st, 14, 14, NULL), 0);
+    CHECK_EQ_INT(ckpt_sniff(st, 14, UINT64_MAX, NULL), 0);
+    st[0] = 200; /* a header longer than the file it is in */
+    CHECK_EQ_INT(ckpt_sniff(st, 14, 14, NULL), -1);
+    CHECK_EQ_INT(ckpt_sniff(st, 14, UINT64_MAX, NULL), 0); /* size unknown: it may be that long */
+    memset(&err, 0, sizeof err);
+    CHECK_EQ_INT(ckpt_sniff("y\ny\ny\n", 6, UINT64_MAX, &err), -1);
+    CHECK_EQ_INT(err.code, CKPT_E_FORMAT);
+    CHECK_EQ_INT(err.offset, 0);
+    CHECK_CONTAINS(err.message, "not a checkpoint");
+    CHECK_CONTAINS(err.message, "0x79");
+    /* the same message as ckpt_open_memory() */
+    ckpt_error e2;
+    memset(&e2, 0, sizeof e2);
+    CHECK(ckpt_open_memory("y\ny\ny\n", 6, NULL, &e2) == NULL);
+    CHECK(strcmp(err.message, e2.message) == 0);
+    memset(&err, 0, sizeof err);
+    CHECK_EQ_INT(ckpt_sniff("", 0, 0, &err), -1);
+    CHECK_CONTAINS(err.message, "empty");
+    memset(&err, 0, sizeof err);
+    CHECK_EQ_INT(ckpt_sniff(NULL, 4, 4, &err), -1);
+    CHECK_EQ_INT(err.code, CKPT_E_ARG);
+    bb_free(&z.out);
+
+    SECTION("a FIFO with no writer: refused at once, never waited on");
+    char dir[] = "/tmp/ckpt_ut_fifoXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/f", dir);
+    CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+    for (int mm = 0; mm < 2; mm++) {
+        ckpt_options o;
+        ckpt_options_init(&o);
+        o.use_mmap = mm;
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_open(fifo, &o, &err) == NULL);
+        CHECK_EQ_INT(err.code, CKPT_E_IO);
+        CHECK_CONTAINS(err.message, "FIFO");
+        memset(&err, 0, sizeof err);
+        CHECK(ckpt_open_path(fifo, &o, &err) == NULL);
+        CHECK_CONTAINS(err.message, "FIFO");
+    }
+    unlink(fifo);
+    rmdir(dir);
+}
+
 int main(void)
 {
+    test_sniff_and_fifo();
     test_path();
     test_reader();
     test_big_pickle();
