@@ -992,7 +992,7 @@ static void *charged(mob *m, uint64_t n, size_t item)
 static int mobile_module(mob *m)
 {
     ckpt_file *f = m->f;
-    uint32_t root, version, state, nmob;
+    uint32_t root, version, state, nmob, nstor;
     fb_table mod;
     bool present;
     CK_TRY(rd_u32(m, 0, &root, "flatbuffer root"));
@@ -1007,6 +1007,11 @@ static int mobile_module(mob *m)
     CK_TRY(f_vec(m, &mod, 4, 4, "ivalues", &m->ivals, &present));
     if (!present) return FAIL(mod.pos, "the module has no ivalues");
     CK_TRY(f_vec(m, &mod, 6, 4, "storage_data", &m->stor, NULL));
+    CK_TRY(f_u32(m, &mod, 5, "storage_data_size", &nstor));
+    /* torch checks a tensor's storage index against storage_data_size, and
+     * reads storage_data at it: both must hold it */
+    if ((int32_t)nstor >= 0 && nstor < m->stor.n) m->stor.n = nstor;
+    if ((int32_t)nstor < 0) m->stor.n = 0;
     CK_TRY(f_vec(m, &mod, 7, 4, "object_types", &m->types, NULL));
     CK_TRY(f_vec(m, &mod, 8, 4, "jit_sources", &m->sources, NULL));
     CK_TRY(f_u32(m, &mod, 11, "mobile_ivalue_size", &nmob));

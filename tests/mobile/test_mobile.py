@@ -226,7 +226,7 @@ B = struct.pack("<4q", 1, 2, 3, 4)
 
 
 def module(ivalues, state, types, storages, sources=(), nmob=None, constants=None,
-           extra=None, ivals_vec=None):
+           extra=None, ivals_vec=None, nstor=None):
     return Table([
         ("u32", 9),
         ("off", Vec("off", [Table([("off", Str(k)), ("off", Str(v))]) for k, v in extra]))
@@ -234,7 +234,7 @@ def module(ivalues, state, types, storages, sources=(), nmob=None, constants=Non
         None,
         ("u32", state),
         ("off", ivals_vec if ivals_vec is not None else Vec("off", ivalues)),
-        ("i32", len(storages)),
+        ("i32", len(storages) if nstor is None else nstor),
         ("off", Vec("off", [d if isinstance(d, Table) else Table([("off", d)])
                             for d in storages])),
         ("off", Vec("off", types)),
@@ -343,6 +343,9 @@ def hostile_cases():
               types=[otype("__torch__.M", [], kind=3)]), []),
         ("storage_index_past",
          one_tensor_module(tensor(3, 6, [2], [1])), "storage 3, past the 1 storages"),
+        # torch checks the index against storage_data_size too
+        ("storage_data_size_short", good(nstor=1), "storage 1, past the 1 storages"),
+        ("storage_data_size_negative", good(nstor=-1), "storage 0, past the 0 storages"),
         ("storage_without_data",
          one_tensor_module(tensor(0, 6, [2], [1]), storages=[Table([None])]), "has no data"),
         ("negative_size", one_tensor_module(tensor(0, 6, [-2], [1])), "negative size"),
