@@ -20,6 +20,11 @@
  *                    tensors are ep.state_dict, then ep.constants, read in
  *                    place from the torch.save archives nested in it
  *   - safetensors    header checked against the file, tensors read in place
+ *   - mobile         PyTorch Mobile flatbuffer modules ("PTMF" at byte 4:
+ *                    save_jit_module_to_flatbuffer, _save_for_lite_interpreter
+ *                    with _use_flatbuffer=True; 1.13, 2.x): the tensors are
+ *                    torch.jit.load(f).state_dict(), named as TorchScript's,
+ *                    read in place; no pickle inside
  * and, through ckpt_open_path(), checkpoints of several files: shard
  * indexes (*.index.json) and torch.distributed.checkpoint folders.
  *
@@ -290,7 +295,8 @@ typedef enum ckpt_format {
     CKPT_FORMAT_SAFETENSORS = 5,  /* a .safetensors file */
     CKPT_FORMAT_SHARDED = 6,      /* shards named by an *.index.json or a folder */
     CKPT_FORMAT_DCP = 7,          /* a torch.distributed.checkpoint folder */
-    CKPT_FORMAT_TORCH_EXPORT = 8  /* a torch.export .pt2 archive */
+    CKPT_FORMAT_TORCH_EXPORT = 8, /* a torch.export .pt2 archive */
+    CKPT_FORMAT_MOBILE = 9        /* a PyTorch Mobile flatbuffer module (.ff, .ptl) */
 } ckpt_format;
 
 typedef enum ckpt_byteorder { CKPT_LITTLE = 0, CKPT_BIG = 1 } ckpt_byteorder;
@@ -312,7 +318,7 @@ typedef struct ckpt_info {
 CKPT_API void ckpt_get_info_sized(const ckpt_file *f, ckpt_info *info, size_t struct_size);
 #define ckpt_get_info(f, info) ckpt_get_info_sized((f), (info), sizeof *(info))
 /* "zip", "legacy", "tar", "pickle", "torchscript", "safetensors", "sharded",
- * "dcp", "pt2". */
+ * "dcp", "pt2", "mobile". */
 CKPT_API const char *ckpt_format_name(ckpt_format format);
 
 /* ------------------------------------------------------------------------ */

@@ -39,6 +39,7 @@ extern const ck_format ck_format_tar;    /* tar.c: torch.save before 0.1.10 */
 extern const ck_format ck_format_pickle; /* plain.c: a bare pickle, or the legacy stream */
 extern const ck_format ck_format_safetensors; /* safetensors_file.c: a .safetensors file */
 extern const ck_format ck_format_multi;       /* multi.c: shards (index.json) or a DCP folder */
+extern const ck_format ck_format_mobile;      /* mobile.c: a PyTorch Mobile flatbuffer module */
 
 /* safetensors_file.c: "F32" ... to a dtype: 0, or -1 when unknown. */
 int ck_safetensors_dtype(const char *s, ckpt_dtype *d);

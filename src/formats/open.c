@@ -14,6 +14,7 @@ static const ck_format *const registry[] = {
     &ck_format_zip,
     &ck_format_tar,
     &ck_format_safetensors, /* before pickle: its first byte may look like an opcode */
+    &ck_format_mobile,      /* before pickle: "PTMF" at byte 4, after a root offset */
     &ck_format_pickle,
 };
 

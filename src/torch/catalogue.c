@@ -25,6 +25,7 @@ const char *ckpt_format_name(ckpt_format fmt)
     case CKPT_FORMAT_SHARDED: return "sharded";
     case CKPT_FORMAT_DCP: return "dcp";
     case CKPT_FORMAT_TORCH_EXPORT: return "pt2";
+    case CKPT_FORMAT_MOBILE: return "mobile";
     }
     return "unknown";
 }
