@@ -8,11 +8,25 @@
 #include <stdio.h>
 #include <string.h>
 
+/* torch.load unpickles a file that is neither a ZIP nor a TAR from its
+ * first byte (serialization.py _legacy_load: pickle_module.load(f)), so a
+ * pickle may begin with any opcode that needs nothing on the stack
+ * (pickletools: stack_before == []): the values (INT .. EMPTY_SET, MARK),
+ * GLOBAL, EXT1/2/4, PROTO and FRAME.  Left out are those that fail at once
+ * there, before anything runs: GET, PUT, NEXT_BUFFER (an empty memo or
+ * stack) and PERSID (that first load has no persistent_load; a truncated
+ * "PK" stays "not a checkpoint").  'd', 'l' and 't' need a MARK but were
+ * always taken: the error then names the byte. */
 static int plain_bid(const uint8_t *head, size_t n, uint64_t size)
 {
+    static const char ascii[] = "(]})NIJKLMFGSTUBCVXcdlt";
     (void)size;
+    if (!n) return 0;
     uint8_t b = head[0];
-    return n && (b == 0x80 || (b != 0 && strchr("(]})NIJKLFSVUXTcdlt", b) != NULL));
+    if (b >= 0x80) /* PROTO, EXT1/2/4, NEWTRUE .. EMPTY_SET, FRAME, BYTEARRAY8 */
+        return b == 0x80 || (b >= 0x82 && b <= 0x84) || (b >= 0x88 && b <= 0x8f) || b == 0x95 ||
+               b == 0x96;
+    return b != 0 && strchr(ascii, b) != NULL;
 }
 
 /* For scanners: the pickles in [off, end) of the file, after another

@@ -399,6 +399,35 @@ def py2_names():
     ]
 
 
+FIRST = ("torch.load of a file that is not a ZIP or TAR unpickles it from its first byte "
+         "(serialization.py _legacy_load: pickle_module.load(f)), so a pickle may begin with any "
+         "opcode that needs nothing on the stack (pickletools: stack_before == [])")
+
+
+def first_opcodes():
+    """A call of os.system after a first opcode the reader did not take for a
+    pickle's start (it refused these files as 'not a checkpoint', so scan
+    said nothing): the value it pushes is POPped, then the classic call."""
+    starts = [
+        ("binint", b"J\x01\x00\x00\x00"), ("binint1", b"K\x01"), ("binint2", b"M\x01\x00"),
+        ("long1", b"\x8a\x01\x01"), ("long4", b"\x8b\x01\x00\x00\x00\x01"),
+        ("binbytes", b"B\x01\x00\x00\x00x"), ("short_binbytes", b"C\x01x"),
+        ("binbytes8", b"\x8e" + struct.pack("<Q", 1) + b"x"),
+        ("bytearray8", b"\x96" + struct.pack("<Q", 1) + b"x"),
+        ("newtrue", b"\x88"), ("newfalse", b"\x89"),
+        ("short_binunicode", b"\x8c\x01x"), ("binunicode8", b"\x8d" + struct.pack("<Q", 1) + b"x"),
+        ("binfloat", b"G" + struct.pack(">d", 1.5)), ("empty_set", b"\x8f"),
+    ]
+    out = []
+    for stem, op in starts:
+        out.append((f"first_{stem}.pkl", op + b"0" + call_p2("os", "system", ["echo pwned"]), 3,
+                    "os.system", FIRST))
+    body = b"K\x01" + b"0" + call_p2("os", "system", ["echo pwned"])
+    out.append(("first_frame.pkl", b"\x95" + struct.pack("<Q", len(body)) + body, 3, "os.system",
+                FIRST + ": FRAME first"))
+    return out
+
+
 MEMMAP = ("numpy source (numpy/core/memmap.py): memmap(filename, dtype, mode='r+', ...) opens "
           "'w+' as open(f, 'w+b') (creates/truncates), 'r+' (the default) as 'r+b' and grows the file; "
           "'r'/'c' open 'rb'")
@@ -616,7 +645,7 @@ def main():
               file=sys.stderr)
         bad += 1
     for fn, data, want, glob, src in (archives() + in_bytes() + npy_files() + modelscan_89() +
-                                       py2_names() + memmap_files()):
+                                       py2_names() + memmap_files() + first_opcodes()):
         if data is None:
             bad += 1
             continue
