@@ -138,8 +138,32 @@ static void fuzz_exercise(ckpt_file *f, const uint8_t *data, size_t size, int js
             volatile uint64_t x = (uint64_t)t->shape[d] + (uint64_t)t->stride[d];
             (void)x;
         }
-        if (ckpt_find(f, t->name) != t)
-            fuzz_die("ckpt_find does not find a listed tensor", t->name);
+        { /* names may repeat (keys that flatten to one name) and hold NUL:
+           * the first of t's name, then the next ones, reach t */
+            const ckpt_tensor *u = ckpt_find_n(f, t->name, t->name_len);
+            size_t steps = 0;
+            while (u && u != t && steps++ < nt) u = ckpt_find_next(f, u);
+            if (u != t)
+                fuzz_die("ckpt_find_n/ckpt_find_next do not reach a listed tensor", t->name);
+            if (t->name_len == strlen(t->name) && u == t &&
+                ckpt_find(f, t->name) != ckpt_find_n(f, t->name, t->name_len))
+                fuzz_die("ckpt_find and ckpt_find_n disagree", t->name);
+        }
+        if (i < 4) { /* how the name was made: parts ending inside it, the last at its end */
+            size_t ends[8], np = 0;
+            memset(&err, 0, sizeof err);
+            if (ckpt_tensor_name_parts(f, t, ends, 8, &np, &err) != 0) {
+                fuzz_check_error(&err);
+            } else {
+                size_t k;
+                for (k = 0; k < np && k < 8; k++)
+                    if (ends[k] > t->name_len || (k && ends[k] <= ends[k - 1]))
+                        fuzz_die("name parts out of order", t->name);
+                if (np > 0 && np <= 8 && ends[np - 1] != t->name_len)
+                    fuzz_die("the last name part does not end the name", t->name);
+                if (np == 0 && t->name_len != 0) fuzz_die("no name parts for a name", t->name);
+            }
+        }
         if (t->nbytes > FUZZ_MAX_READ) continue;
         size_t nb = (size_t)t->nbytes;
         uint8_t *buf = malloc(nb ? nb : 1);

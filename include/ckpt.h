@@ -186,8 +186,23 @@ typedef struct ckpt_options {
                                   pickle byte) still opens.  0: no limit.
                                   Tensor bytes are not counted: they are
                                   read on request into the caller's buffer */
-    const char *key;           /* top-level key to select ("state_dict", ...)
-                                  or NULL for the whole object */
+    const char *key;           /* the value to name and list tensors from, or
+                                  NULL for the whole object: a top-level key
+                                  ("state_dict"; the root dict's str key
+                                  spelled so, else as tensor names spell
+                                  keys: "3" for the int key 3); failing that
+                                  a path of keys joined by '.'
+                                  ("optimizer.state.0": dict keys, list
+                                  indices, a module's parameters, buffers
+                                  and submodules, an object's items or
+                                  state dict), where at each level the
+                                  longest run of components that is a key is
+                                  tried first, so that a key holding dots is
+                                  reached too ("a.b.c": the key "a.b.c", or
+                                  "c" under "a.b", or "b.c" under "a", ...).
+                                  Tensor names are then relative to it (a
+                                  tensor selected itself is named "");
+                                  CKPT_E_NOTFOUND when there is none */
     int use_mmap;              /* ckpt_open(): map the file (zero-copy reads);
                                   if the file shrinks while mapped the process
                                   gets SIGBUS, so map only files you control */
@@ -217,6 +232,9 @@ typedef struct ckpt_options {
      * not parse gives a note, not an error (its globals reach on_global all
      * the same).  Default 0. */
     int scan_all_pickles;
+    /* Bytes of `key` when it holds NUL bytes (a key 'w\x00evil'); 0: the
+     * key is NUL-terminated.  Default 0. */
+    size_t key_len;
 } ckpt_options;
 
 /* Fill `opt` with the defaults above (no key, no mmap) and set
@@ -444,7 +462,15 @@ CKPT_API const char *ckpt_qscheme_name(ckpt_qscheme qscheme);
  *     reason in `unreadable`; only a read of such a tensor fails, with
  *     CKPT_E_UNSUPPORTED naming it. */
 typedef struct ckpt_tensor {
-    const char *name; /* "layer.0.weight"; "" for a tensor at the root */
+    const char *name; /* "layer.0.weight"; "" for a tensor at the root.
+                         The dict keys, list indices and attribute names
+                         that lead to the tensor, joined by '.'
+                         (ckpt_tensor_name_parts()); every byte of a key
+                         is kept, so a name may hold NUL bytes: its length
+                         is name_len (a C string shows less).  Names are
+                         not always unique: a valid file whose keys
+                         flatten to one name ({'a.b': x, 'a': {'b': y}})
+                         lists both as "a.b" (ckpt_find_next()) */
     ckpt_dtype dtype;
     uint32_t ndim;
     const int64_t *shape;   /* ndim entries (NULL when ndim is 0) */
@@ -478,6 +504,9 @@ typedef struct ckpt_tensor {
     size_t nchannels;          /* and per channel a scale and a zero point */
     const double *scales;      /* (per_channel_affine: integers as doubles; */
     const double *zero_points; /*  ..._float_qparams: floats, as float32) */
+    /* ---- appended: see "ABI" at the top ---- */
+    size_t name_len; /* bytes of name (name[name_len] is '\0'); 0 for a
+                        tensor naming did not reach (name NULL) */
 } ckpt_tensor;
 
 CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);
@@ -488,8 +517,33 @@ CKPT_API size_t ckpt_tensor_count(const ckpt_file *f);
  * each only for a moment (a listing) uses ckpt_tensor_get() instead, which
  * keeps nothing: 192 bytes a tensor less for the life of the file. */
 CKPT_API const ckpt_tensor *ckpt_tensor_at(const ckpt_file *f, size_t i);
-/* By name; NULL when there is none. */
+/* By name; NULL when there is none.  When several tensors have the name
+ * (see ckpt_tensor.name), the first in file order. A name holding NUL
+ * bytes is found by ckpt_find_n() only. */
 CKPT_API const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name);
+/* By the `len` bytes of name, which may hold NUL bytes; as ckpt_find(). */
+CKPT_API const ckpt_tensor *ckpt_find_n(const ckpt_file *f, const char *name, size_t len);
+/* The next tensor in file order after t (one of f's listed tensors: the
+ * library's descriptor or a copy) whose name is t's, or NULL: a file whose
+ * flattened names clash ({'model.fc.weight': t, 'model': {'fc.weight':
+ * u}}) lists each (ckpt_find() gives t, ckpt_find_next() then u), and
+ * ckpt_open*() adds a note (ckpt_note_at()) naming the first clash.  Only
+ * one key path per name: a dict that sets one key twice (torch.load keeps
+ * the last value; no pickler writes it) is CKPT_E_FORMAT. */
+CKPT_API const ckpt_tensor *ckpt_find_next(const ckpt_file *f, const ckpt_tensor *t);
+/* How t's name was made: the parts naming joined with '.' (dict keys as
+ * text, list indices, a module's attribute names, a sparse component's
+ * name), from the selected value down.  ends[k] (for k < cap) receives the
+ * byte offset in t->name where part k ends; part k starts at 0 (k == 0)
+ * or one byte after ends[k - 1] (the '.').  *nparts receives how many
+ * parts there are, also when more than cap (a tensor at the root: 0; under
+ * the key "": 1, ending at 0), so that {'a.b': x} (one part, "a.b") and
+ * {'a': {'b': y}} (two, "a" and "b") tell apart.  It walks the value tree
+ * again: for messages, not for a loop over every tensor.  Only reads the
+ * file (may run on several threads).  0, or -1 with err (CKPT_E_ARG when t
+ * is not a tensor f lists). */
+CKPT_API int ckpt_tensor_name_parts(const ckpt_file *f, const ckpt_tensor *t, size_t *ends,
+                                    size_t cap, size_t *nparts, ckpt_error *err);
 /* Copy tensor i's descriptor into the caller's *out, filling its first
  * `struct_size` bytes (see "ABI" at the top: members past them are not
  * written); its pointers (name, shape, ...) point into the file and live
@@ -596,10 +650,12 @@ CKPT_API size_t ckpt_float_repr(double x, char *out);
  * ints keep every digit, non-finite floats become "nan"/"inf"/"-inf", bytes
  * {"$bytes": base64}, tensors {"$tensor": name, "dtype", "shape"}, objects
  * {"$object": class, "args", "state", ...}, globals {"$global": name},
- * storages {"$storage": key}.  Strings keep valid UTF-8; a byte that is not
- * valid UTF-8 (a tensor name, a key) becomes \udcXX, as Python's
- * "surrogateescape" writes it, so no name is silently changed: decode with
- * json.loads(...) then .encode("utf-8", "surrogateescape").
+ * storages {"$storage": key}.  Strings keep valid UTF-8 (every byte of
+ * it: a NUL is \u0000; characters that would act on a terminal, bidi
+ * controls, C1 controls, as \uXXXX: ckpt_json_escape() in ckpt_text.h); a
+ * byte that is not valid UTF-8 (a tensor name, a key) becomes \udcXX, as
+ * Python's "surrogateescape" writes it, so no name is silently changed:
+ * decode with json.loads(...) then .encode("utf-8", "surrogateescape").
  * A container (list, tuple, set, dict, object)
  * met again (shared reference or cycle) is written as {"$ref": path}, so the
  * output is linear in the number of values; scalars are written each time.

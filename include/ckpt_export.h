@@ -87,8 +87,11 @@ CKPT_API int ckpt_export_npy(const ckpt_file *f, const ckpt_tensor *t, const cha
  *     float8_e5m2 F8_E5M2, complex64 C64.  Tensors of other dtypes
  *     (complex128, complex32, float8 fnuz/e8m0) and tensors whose name is not valid UTF-8 are refused
  *     (CKPT_E_UNSUPPORTED, naming them) unless skip_unsupported leaves them
- *     out (with a warning).  A name is never changed; two equal names, or a
- *     tensor named "__metadata__", are CKPT_E_FORMAT.
+ *     out (with a warning).  A name is never changed (a NUL byte in it is
+ *     written \u0000, which JSON, serde and Python read back); two equal
+ *     names (a file whose keys flatten to one name: the message gives
+ *     both key paths, ckpt_tensor_path_text()), or a tensor named
+ *     "__metadata__", are CKPT_E_FORMAT.
  *   - "__metadata__" holds "format": "pt", "ckpt.source_format" (zip,
  *     legacy, tar, pickle) and, with `metadata`, the scalar values (str,
  *     int, float, bool) found in ckpt_root(f) under their dotted path, as
@@ -121,8 +124,9 @@ typedef struct ckpt_export_options {
     size_t struct_size;   /* sizeof(ckpt_export_options) as compiled by the
                                caller: set by ckpt_export_options_init() */
     const char *filter;   /* only the tensors whose name matches this glob
-                               (fnmatch(3), no flags: '*' matches '.'), or
-                               NULL for all.  Default NULL */
+                               (ckpt_name_match(): fnmatch(3), no flags,
+                               '*' matches '.'; the name or its escaped
+                               form), or NULL for all.  Default NULL */
     int skip_unsupported; /* leave out tensors safetensors cannot hold
                                (warning) instead of failing.  Default 0 */
     int verify;           /* check ZIP CRC-32s (see above).  Default 1 */
@@ -179,10 +183,13 @@ typedef struct ckpt_safetensors_plan ckpt_safetensors_plan;
 
 /* One tensor of the plan (owned by the plan). */
 typedef struct ckpt_safetensors_entry {
-    const char *name;          /* its name in the file (valid UTF-8) */
+    const char *name;          /* its name in the file (valid UTF-8, which
+                                  may hold NUL: name_len bytes) */
     const char *dtype;         /* "F32", ... */
     const ckpt_tensor *tensor; /* the tensor of f it holds */
     uint64_t begin, end;       /* data_offsets: bytes after the header */
+    size_t name_len;           /* bytes of name (appended: read only
+                                  through ckpt_safetensors_at()) */
 } ckpt_safetensors_entry;
 
 /* Plan the export of f (opt may be NULL): steps that can refuse f come

@@ -37,7 +37,8 @@ typedef struct ckpt_summary_totals {
     uint64_t tensors;       /* tensors counted */
     uint64_t elements;      /* parameters: sum of their numel */
     uint64_t bytes;         /* sum of their nbytes */
-    uint64_t storages;      /* storages they view (every storage for the root) */
+    uint64_t storages;      /* storages they view (every storage of the file
+                               when ckpt_summarize() was given no root) */
     uint64_t storage_bytes; /* bytes those storages hold */
 } ckpt_summary_totals;
 
@@ -72,8 +73,10 @@ typedef struct ckpt_summary_module {
     uint64_t elements;   /* their parameters */
 } ckpt_summary_module;
 
-/* Summarise the tensors under `root`.  root NULL (or ckpt_root(f)): every
- * listed tensor of f.  Otherwise only the listed tensors under root (a
+/* Summarise the tensors under `root`.  root NULL: every listed tensor of f
+ * and every storage; ckpt_root(f) (what opt.key selected, or the whole
+ * object): every listed tensor and the storages they view.  Otherwise
+ * only the listed tensors under root (a
  * value found by walking from ckpt_root(f)), and `prefix` (may be NULL),
  * the dotted path of root, is taken off the front of their names (with the
  * dot after it) for the module tree.  Top-level rows are made for root.

@@ -75,6 +75,38 @@ CKPT_API int ckpt_utf8_valid(const char *s, size_t n);
  * Returns the length of the encoding, without the '\0'. */
 CKPT_API size_t ckpt_base64(char *out, size_t cap, const void *data, size_t n);
 
+/* s[0..n) as the inside of a JSON string (without the quotes) into
+ * out[0..cap), then a '\0': what every JSON output of ckpt writes for text
+ * from a file.  Valid UTF-8 is kept as it is, but for the characters
+ * ckpt_escape() writes as \uXXXX (C1 controls, bidi, zero-width, line and
+ * paragraph separators), which are \uXXXX here too, so that JSON on a
+ * terminal cannot rewrite it either; '"', '\\', \b \f \n \r \t as such,
+ * other C0 controls (NUL too) and DEL as \u00XX; a byte
+ * that is not valid UTF-8 as a lone low surrogate \udcXX, as Python's
+ * "surrogateescape" writes it: json.loads(...).encode("utf-8",
+ * "surrogateescape") gives back every byte.  Any JSON parser reads the same
+ * text as the unescaped form.  Pieces are written whole, *consumed and a
+ * NULL out as ckpt_escape() (no limit).  Returns the bytes written. */
+CKPT_API size_t ckpt_json_escape(char *out, size_t cap, const char *s, size_t n, size_t *consumed);
+
+/* The name filter of every ckpt command (--filter GLOB) and of
+ * ckpt_export_options.filter: nonzero when GLOB matches name[0..len) by
+ * fnmatch(3) without flags ('*' matches '.' too), or matches its escaped
+ * form (ckpt_escape(), as 'ckpt ls' shows it: "w\x00evil"), which is the
+ * only form a name holding a NUL byte is matched in.  A NULL glob matches
+ * every name. */
+CKPT_API int ckpt_name_match(const char *glob, const char *name, size_t len);
+
+/* The key path of tensor t (listed by f) for a message: each part of its
+ * name (ckpt_tensor_name_parts()) escaped with CKPT_ESCAPE_QUOTED inside
+ * ["..."], e.g. ["model"]["fc.weight"] for {'model': {'fc.weight': t}} and
+ * ["model.fc.weight"] for {'model.fc.weight': t}, which are both named
+ * "model.fc.weight"; "(root)" for a tensor at the root.  Written into
+ * out[0..cap) (cap at least 16), cut with "..." when it does not fit.
+ * 0, or -1 with err filled (what ckpt_tensor_name_parts() refuses). */
+CKPT_API int ckpt_tensor_path_text(const ckpt_file *f, const ckpt_tensor *t, char *out, size_t cap,
+                                   ckpt_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* The value tree as text (what `ckpt show` prints)                           */
 /* ------------------------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /*
- * batch.c - several files per command, and --key as a path of keys.
+ * batch.c - several files per command, and --key.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -7,7 +7,6 @@
 
 #include "cli.h"
 #include "progress.h"
-#include "ckpt_walk.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -197,157 +196,33 @@ void cli_json_error_line(const char *path, const ckpt_error *err)
         fputs("null}}\n", stdout);
 }
 
-/* ---- --key as a path of keys ---------------------------------------------- */
-
-/* The child of v under the key spelled s[0..n): a str key with those bytes,
- * an int key with that decimal text, a list/tuple index; an object's state
- * dict is searched as the object. */
-static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n)
-{
-    ckpt_kind k = ckpt_value_kind(v);
-    size_t i, len;
-    char tmp[32];
-    if (k == CKPT_V_OBJECT) {
-        v = ckpt_object_state(v);
-        if (!v) return NULL;
-        k = ckpt_value_kind(v);
-    }
-    if (k == CKPT_V_DICT) {
-        len = ckpt_value_len(v);
-        for (i = 0; i < len; i++) {
-            const ckpt_value *key = ckpt_value_key(v, i);
-            size_t kl = 0;
-            const char *t;
-            if (!key) continue;
-            if (ckpt_value_kind(key) == CKPT_V_STR) {
-                t = ckpt_value_text(key, &kl);
-                if (t && kl == n && memcmp(t, s, n) == 0) return ckpt_value_item(v, i);
-            } else if (ckpt_value_kind(key) == CKPT_V_INT) {
-                int w = snprintf(tmp, sizeof tmp, "%lld", (long long)ckpt_value_int(key));
-                if (w > 0 && (size_t)w == n && memcmp(tmp, s, n) == 0) return ckpt_value_item(v, i);
-            }
-        }
-        return NULL;
-    }
-    if (k == CKPT_V_LIST || k == CKPT_V_TUPLE) {
-        size_t idx = 0;
-        if (n == 0 || n > 18 || (n > 1 && s[0] == '0')) return NULL;
-        for (i = 0; i < n; i++) {
-            if (s[i] < '0' || s[i] > '9') return NULL;
-            idx = idx * 10 + (size_t)(s[i] - '0');
-        }
-        return idx < ckpt_value_len(v) ? ckpt_value_item(v, idx) : NULL;
-    }
-    return NULL;
-}
-
-/* The value at the dotted path s[0..n) under v: at each level the longest
- * run of components that is a key wins, shorter runs are tried after. */
-static const ckpt_value *resolve(const ckpt_value *v, const char *s, size_t n, int depth)
-{
-    size_t end = n;
-    if (!v || depth > 256) return NULL;
-    for (;;) {
-        const ckpt_value *c = child(v, s, end);
-        if (c) {
-            const ckpt_value *r = end == n ? c : resolve(c, s + end + 1, n - end - 1, depth + 1);
-            if (r) return r;
-        }
-        while (end > 0 && s[end - 1] != '.') end--;
-        if (end == 0) return NULL;
-        end--; /* at the dot */
-    }
-}
-
-/* The listed tensors under the selected value, for cli_doc_has(): one
- * ckpt_value_walk(); values nested deeper than the default depth limit are
- * not searched. */
-static int mark_tensor(void *ctx, const ckpt_walk_step *st)
-{
-    cli_doc *d = ctx;
-    const ckpt_tensor *t;
-    if (st->shared || !st->value || ckpt_value_kind(st->value) != CKPT_V_TENSOR) return 0;
-    t = ckpt_value_tensor(d->f, st->value);
-    /* by name: the name points into the file, the same for the library's
-     * descriptor and for a copy of it (ckpt_tensor_get()) */
-    if (t && t->name && cli_ptrmap_put(&d->under, t->name, "") != 0) return -1;
-    return 0;
-}
-
-static int mark_tensors(cli_doc *d, ckpt_error *err)
-{
-    ckpt_walk_callbacks cb = {mark_tensor, NULL};
-    ckpt_walk_options opt;
-    ckpt_walk_options_init(&opt);
-    opt.skip_deep = 1;
-    if (ckpt_value_walk(d->f, d->root, &cb, d, &opt, err) == 0) return 0;
-    if (err->code == CKPT_OK) { /* stopped by mark_tensor */
-        err->code = CKPT_E_NOMEM;
-        snprintf(err->message, sizeof err->message, "out of memory");
-    }
-    return -1;
-}
-
-static void set_error(ckpt_error *err, ckpt_code code, const char *fmt, const char *arg)
-{
-    err->code = code;
-    err->offset = -1;
-    snprintf(err->message, sizeof err->message, fmt, arg);
-}
+/* ---- --key ------------------------------------------------------------------ */
 
 int cli_doc_open(cli_doc *d, const char *path, const char *key, const ckpt_options *base,
                  ckpt_error *err)
 {
     ckpt_options opt = *base;
+    char *k = NULL;
+    size_t kn = 0;
     memset(d, 0, sizeof *d);
     memset(err, 0, sizeof *err);
     err->offset = -1;
-    opt.key = key;
-    d->f = cli_open_input(path, &opt, err);
-    if (d->f || !key || err->code != CKPT_E_NOTFOUND || !strchr(key, '.')) {
-        if (d->f) d->root = ckpt_root(d->f);
-        return d->f ? 0 : -1;
-    }
-    /* not a top-level key: a path of keys from the root */
-    opt.key = NULL;
-    memset(err, 0, sizeof *err);
-    err->offset = -1;
-    d->f = cli_open_input(path, &opt, err);
-    if (!d->f) return -1;
-    d->root = resolve(ckpt_root(d->f), key, strlen(key), 0);
-    if (!d->root) {
-        ckpt_close(d->f);
-        d->f = NULL;
-        set_error(err, CKPT_E_NOTFOUND, "no key '%.200s', as a top-level key or a path of keys",
-                  key);
+    if (key && !(k = cli_unescape(key, &kn))) {
+        err->code = CKPT_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
         return -1;
     }
-    d->prefix = key;
-    d->prefix_len = strlen(key);
-    if (mark_tensors(d, err) != 0) {
-        cli_doc_close(d);
-        return -1;
-    }
-    return 0;
-}
-
-int cli_doc_has(const cli_doc *d, const ckpt_tensor *t)
-{
-    return !d->prefix || (t->name && cli_ptrmap_get(&d->under, t->name) != NULL);
-}
-
-const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t)
-{
-    if (!d->prefix || strncmp(t->name, d->prefix, d->prefix_len) != 0) return t->name;
-    if (t->name[d->prefix_len] == '\0') return "";
-    if (t->name[d->prefix_len] == '.') return t->name + d->prefix_len + 1;
-    return t->name;
+    opt.key = k;
+    opt.key_len = kn;
+    d->f = cli_open_input(path, &opt, err);
+    free(k); /* the library keeps its own copy */
+    if (d->f) d->root = ckpt_root(d->f);
+    return d->f ? 0 : -1;
 }
 
 void cli_doc_close(cli_doc *d)
 {
     ckpt_close(d->f);
-    cli_ptrmap_free(&d->under);
     memset(d, 0, sizeof *d);
 }
 

@@ -63,6 +63,14 @@ static void print_usage(void)
           "  gets a '==> FILE <==' header per file, --json one object per line.\n"
           "  A progress bar is drawn on standard error, when it is a terminal,\n"
           "  for long jobs.\n"
+          "\n"
+          "Names:\n"
+          "  Text from a file is shown escaped (\\x00, \\x1b, \\u202e); a NAME\n"
+          "  (cat, extract) and --key K are typed the same way.  --key K is a\n"
+          "  top-level key or a path of keys (optimizer.state.0) in every\n"
+          "  command.  --json keeps every byte of names and file names: \\u0000,\n"
+          "  \\uXXXX for invisible characters, \\udcXX for a byte that is not\n"
+          "  UTF-8 (Python: json.loads(s).encode('utf-8', 'surrogateescape')).\n"
           "\n",
           stdout);
     cli_limits_usage(stdout);

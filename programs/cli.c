@@ -452,9 +452,17 @@ ckpt_file *cli_open(const char *path, const char *key)
     ckpt_options opt;
     ckpt_error err;
     ckpt_file *f;
+    char *k = NULL;
+    size_t kn = 0;
     cli_options(&opt);
-    opt.key = key;
+    if (key && !(k = cli_unescape(key, &kn))) {
+        cli_error("%s: out of memory", path);
+        return NULL;
+    }
+    opt.key = k;
+    opt.key_len = kn;
     f = cli_open_input(path, &opt, &err);
+    free(k); /* the library keeps its own copy */
     if (!f) cli_file_error(path, &err);
     return f;
 }
@@ -545,35 +553,15 @@ size_t cli_utf8_seq(const unsigned char *s, size_t n)
 
 void cli_json_string(FILE *out, const char *str, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, run = 0;
+    char tmp[1024];
+    size_t done = 0, c, len;
     putc('"', out);
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            i++;
-            continue;
-        }
-        if (c >= 0x80 && (k = cli_utf8_seq(s + i, n - i)) > 0) {
-            i += k;
-            continue;
-        }
-        fwrite(str + run, 1, i - run, out);
-        switch (c) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\b': fputs("\\b", out); break;
-        case '\f': fputs("\\f", out); break;
-        default: fprintf(out, "\\u%04x", c); break;
-        }
-        i++;
-        run = i;
+    while (done < n) { /* the library's JSON escaper: one for every output */
+        len = ckpt_json_escape(tmp, sizeof tmp, str + done, n - done, &c);
+        fwrite(tmp, 1, len, out);
+        done += c;
+        if (c == 0) break;
     }
-    fwrite(str + run, 1, n - run, out);
     putc('"', out);
 }
 
@@ -602,86 +590,6 @@ void cli_swap_bytes(void *buf, size_t n, size_t unit)
             p[b--] = t;
         }
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Pointer map                                                                */
-/* ------------------------------------------------------------------------ */
-
-static size_t ptr_hash(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p)
-{
-    size_t i, mask;
-    if (m->cap == 0) return NULL;
-    mask = m->cap - 1;
-    for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
-        if (m->keys[i] == p) return m->paths[i];
-    return NULL;
-}
-
-static int ptrmap_grow(cli_ptrmap *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 256, i, j, mask = cap - 1;
-    const void **keys = calloc(cap, sizeof *keys);
-    char **paths = calloc(cap, sizeof *paths);
-    if (!keys || !paths) {
-        free(keys);
-        free(paths);
-        return -1;
-    }
-    for (j = 0; j < m->cap; j++) {
-        if (!m->keys[j]) continue;
-        for (i = ptr_hash(m->keys[j]) & mask; keys[i] != NULL; i = (i + 1) & mask)
-            ;
-        keys[i] = m->keys[j];
-        paths[i] = m->paths[j];
-    }
-    free(m->keys);
-    free(m->paths);
-    m->keys = keys;
-    m->paths = paths;
-    m->cap = cap;
-    return 0;
-}
-
-int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path)
-{
-    size_t i, mask, len = strlen(path);
-    char *copy;
-    if ((m->count + 1) * 2 > m->cap && ptrmap_grow(m) != 0) return -1;
-    copy = malloc(len + 1);
-    if (!copy) return -1;
-    memcpy(copy, path, len + 1);
-    mask = m->cap - 1;
-    for (i = ptr_hash(p) & mask; m->keys[i] != NULL; i = (i + 1) & mask)
-        if (m->keys[i] == p) {
-            free(m->paths[i]);
-            m->paths[i] = copy;
-            return 0;
-        }
-    m->keys[i] = p;
-    m->paths[i] = copy;
-    m->count++;
-    return 0;
-}
-
-void cli_ptrmap_free(cli_ptrmap *m)
-{
-    size_t i;
-    for (i = 0; i < m->cap; i++) free(m->paths[i]);
-    free(m->keys);
-    free(m->paths);
-    m->keys = NULL;
-    m->paths = NULL;
-    m->cap = m->count = 0;
 }
 
 /* ---- small text helpers --------------------------------------------------- */

@@ -20,6 +20,15 @@
 /* Returned by cli_parse() when the command should go on. */
 #define CLI_CONTINUE (-1)
 
+/* The --help paragraph on how NAME and K are typed (cat, extract, diff). */
+#define NAME_HELP                                                                                  \
+    "NAME and K are read as 'ckpt ls' shows names: \\\\, \\n, \\t, \\xHH (a\n"                     \
+    "byte: \\x00 for NUL) and \\uXXXX (\\u202e) are decoded, so a name that\n"                     \
+    "holds them is typed as listed.  A valid file whose keys flatten to one\n"                     \
+    "name ({'a.b': x, 'a': {'b': y}}: ls lists a.b twice) has that NAME\n"                         \
+    "refused with the key path of each; --key tells them apart: --key a NAME\n"                    \
+    "b is y, --key a.b NAME \"\" is x (a top-level key spelled K is taken first).\n"
+
 /* ---- commands: one entry each in the table in ckpt.c ------------------- */
 /* argv[0] is the command name; the return value is the exit status. */
 int cmd_ls(int argc, char **argv);
@@ -86,8 +95,9 @@ void cli_limits_usage(FILE *out);
  * to a temporary file (0: no limit). */
 uint64_t cli_max_spool(void);
 
-/* Open a checkpoint, selecting top-level `key` when it is not NULL.  On
- * failure print the error (cli_file_error) and return NULL. */
+/* Open a checkpoint, selecting `key` (--key K: a top-level key or a path of
+ * keys, the library's opt.key; read by cli_unescape()) when it is not
+ * NULL.  On failure print the error (cli_file_error) and return NULL. */
 ckpt_file *cli_open(const char *path, const char *key);
 
 /* ---- output ------------------------------------------------------------- */
@@ -114,9 +124,10 @@ int cli_stdout_finish(int status);
  * (diff: 1 is "differ", 2 "trouble"). */
 void cli_stdout_fail_status(int status);
 
-/* Write s[0..n) as a JSON string (with quotes) to out.  Valid UTF-8 passes
- * through; control characters and bytes that are not valid UTF-8 are written
- * as \u00XX (the byte read as latin-1). */
+/* Write s[0..n) as a JSON string (with quotes) to out: ckpt_json_escape()
+ * (valid UTF-8 passes through but for control and invisible characters,
+ * \uXXXX; a byte that is not valid UTF-8 is \udcXX, Python's
+ * surrogateescape), for every string of every --json output. */
 void cli_json_string(FILE *out, const char *s, size_t n);
 
 /* Thousands separators: "1,234,567" into buf (>= 27 bytes); returns buf. */
@@ -259,21 +270,6 @@ ckpt_file *cli_open_input(const char *path, const ckpt_options *opt, ckpt_error 
  * `opaque` (cast from intptr_t). */
 int cli_pread_reader(void *opaque, uint64_t offset, void *buf, size_t n);
 
-/* ---- pointer set (shared references) ------------------------------------ */
-
-/* Maps a pointer to the path (a string it owns) where it was first met. */
-typedef struct cli_ptrmap {
-    const void **keys;
-    char **paths;
-    size_t cap, count;
-} cli_ptrmap;
-
-/* The path recorded for p, or NULL. */
-const char *cli_ptrmap_get(const cli_ptrmap *m, const void *p);
-/* Record p at a copy of path; returns 0, or -1 when out of memory. */
-int cli_ptrmap_put(cli_ptrmap *m, const void *p, const char *path);
-void cli_ptrmap_free(cli_ptrmap *m);
-
 /* ---- display: escaping, filters, several files (text.c, batch.c) -------- */
 
 #define CLI_ESC_QUOTED CKPT_ESCAPE_QUOTED /* inside "...": escape '"' too */
@@ -288,16 +284,32 @@ size_t cli_escape(sbuf *b, const char *s, size_t n, size_t limit, unsigned flags
 size_t cli_term_width(const char *s);
 /* Write s escaped; returns the columns written. */
 size_t cli_term_put(FILE *out, const char *s);
+/* The same for s[0..n) (a name may hold NUL bytes). */
+size_t cli_term_put_n(FILE *out, const char *s, size_t n);
 /* Nonzero when s[0..n) is valid UTF-8. */
 int cli_utf8_valid(const char *s, size_t n);
 /* Base64 (RFC 4648, padded) of data[0..n). */
 void cli_base64(FILE *out, const void *data, size_t n);
-/* "field": "escaped", plus "field_bytes": "base64 of the raw bytes" when s
- * is not valid UTF-8 (so that no name is silently renamed). */
-void cli_json_name(FILE *out, const char *field, const char *s);
-/* --filter GLOB: fnmatch(3) without flags ('*' also matches '.'); a NULL
- * glob matches every name. */
-int cli_name_matches(const char *glob, const char *name);
+/* "field": "escaped" for s[0..n), plus "field_bytes": "base64 of the raw
+ * bytes" when s is not valid UTF-8. */
+void cli_json_name(FILE *out, const char *field, const char *s, size_t n);
+/* --filter GLOB: ckpt_name_match() (fnmatch(3) without flags, '*' also
+ * matches '.', against the name or its escaped form); a NULL glob matches
+ * every name. */
+int cli_name_matches(const char *glob, const char *name, size_t len);
+/* An argument that names a tensor or a key (NAME, --key K), read as 'ckpt
+ * ls' shows names: \\ \" \n \r \t \xHH (a byte) and \uXXXX (a
+ * character; \udc80-\udcff, as --json writes a byte that is not UTF-8, that
+ * byte) are decoded, a backslash that begins none of them stands for
+ * itself.  A malloc'd copy (*len bytes, then a '\0'), NULL when out of
+ * memory. */
+char *cli_unescape(const char *s, size_t *len);
+/* The tensor NAME (cli_unescape()) of f: NULL after printing why not
+ * ("no tensor named 'X'", or, when several tensors have the name, each
+ * one's key path and how to choose one). */
+const ckpt_tensor *cli_find_tensor(const ckpt_file *f, const char *path, const char *arg);
+/* t's key path for a message (ckpt_tensor_path_text()), "?" if unknown. */
+void cli_tensor_path(const ckpt_file *f, const ckpt_tensor *t, char *buf, size_t cap);
 /* "128 B", "4.0 KiB", "1.5 MiB", ... into buf; returns buf. */
 const char *cli_human_size(uint64_t x, char *buf, size_t cap);
 /* cli_file_error() with the path and the message escaped; returns CLI_FAIL. */
@@ -331,26 +343,16 @@ int cli_default_jobs(void);
 /* {"file": PATH, "error": {"message", "code", "offset"}} and a newline. */
 void cli_json_error_line(const char *path, const ckpt_error *err);
 
-/* An open file with what --key selected: a top-level key (the library's
- * opt.key), or, when there is no top-level key spelled so and it has dots,
- * a path of keys from the root ("optimizer.state.0"; at each level the
- * longest run of components that is a key wins; int keys and list indices
- * match their decimal text). */
+/* An open file with what --key selected: a top-level key or a path of
+ * keys ("optimizer.state.0"), as the library's opt.key selects it for
+ * every command; tensor names are relative to it. */
 typedef struct cli_doc {
     ckpt_file *f;
     const ckpt_value *root; /* what is shown: the selected value */
-    const char *prefix;     /* the key path, when resolved here */
-    size_t prefix_len;
-    cli_ptrmap under; /* tensors (and containers) under root */
-    int oom;
 } cli_doc;
 /* 0, or -1 with err filled (nothing printed). */
 int cli_doc_open(cli_doc *d, const char *path, const char *key, const ckpt_options *opt,
                  ckpt_error *err);
-/* Is t under the selected value? */
-int cli_doc_has(const cli_doc *d, const ckpt_tensor *t);
-/* t's name relative to the selected value. */
-const char *cli_doc_name(const cli_doc *d, const ckpt_tensor *t);
 void cli_doc_close(cli_doc *d);
 
 #endif /* CKPT_CLI_H */

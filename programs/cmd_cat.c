@@ -22,7 +22,7 @@ static const char usage[] =
     "terminal unless asked for with -o -.  With --filter instead of NAME,\n"
     "every tensor whose name matches is written, one after the other in\n"
     "the order 'ckpt ls' lists them (each as above, with nothing between).\n"
-    "\n"
+    "\n" NAME_HELP "\n"
     "Options:\n"
     "  -o, --output OUT  write to OUT instead of standard output ('-': standard\n"
     "                    output, even a terminal).  A new or replaced OUT\n"
@@ -32,9 +32,11 @@ static const char usage[] =
     "  --force           replace OUT if it is an existing file\n"
     "  --sync            flush OUT to disk before it appears (like cp, the\n"
     "                    default does not)\n"
-    "  --key K           only what is under top-level key K (e.g. state_dict)\n"
+    "  --key K           only what is under key K (e.g. state_dict), a top-level\n"
+    "                    key or a path of keys (optimizer.state.0), as for ls\n"
     "  --filter GLOB     the tensors whose name matches the shell pattern GLOB\n"
-    "                    (fnmatch: '*' also matches dots), instead of NAME\n"
+    "                    (fnmatch: '*' also matches dots; or its escaped form,\n"
+    "                    as ls shows it, matches), instead of NAME\n"
     "  -h, --help        show this help\n";
 
 /* Pieces a tensor is written in.  A contiguous one in 256 KiB: the buffer
@@ -134,16 +136,17 @@ int cmd_cat(int argc, char **argv)
 
     f = cli_open(ops[0], key);
     if (!f) return CLI_FAIL;
-    t = filter ? NULL : ckpt_find(f, ops[1]);
-    if (!filter && !t) {
-        cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
+    t = filter ? NULL : cli_find_tensor(f, ops[0], ops[1]);
+    if (!filter && !t) { /* cli_find_tensor() said why */
         ckpt_close(f);
         return CLI_FAIL;
     }
     if (filter) {
         n = ckpt_tensor_count(f);
-        for (i = 0; i < n; i++)
-            matched += cli_name_matches(filter, ckpt_tensor_at(f, i)->name) != 0;
+        for (i = 0; i < n; i++) {
+            const ckpt_tensor *c = ckpt_tensor_at(f, i);
+            matched += c && cli_name_matches(filter, c->name, c->name_len) != 0;
+        }
         if (matched == 0) {
             cli_error("%s: no tensor name matches '%s'", ops[0], filter);
             ckpt_close(f);
@@ -163,9 +166,11 @@ int cmd_cat(int argc, char **argv)
         if (t)
             r = write_tensor(f, ops[0], t, o.fp, shown);
         else
-            for (i = 0, r = CLI_OK; i < n && r == CLI_OK; i++)
-                if (cli_name_matches(filter, ckpt_tensor_at(f, i)->name))
-                    r = write_tensor(f, ops[0], ckpt_tensor_at(f, i), o.fp, shown);
+            for (i = 0, r = CLI_OK; i < n && r == CLI_OK; i++) {
+                const ckpt_tensor *c = ckpt_tensor_at(f, i);
+                if (c && cli_name_matches(filter, c->name, c->name_len))
+                    r = write_tensor(f, ops[0], c, o.fp, shown);
+            }
         if (r == CLI_OK) {
             if (cli_out_commit(&o) != 0) r = CLI_FAIL;
         } else {

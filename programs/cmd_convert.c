@@ -128,8 +128,9 @@ static const char usage[] =
     "the job is long (64 MiB of tensors, or half a second).\n"
     "\n"
     "Options:\n"
-    "  --key K             only the tensors (and values) under top-level key K\n"
-    "                      (e.g. state_dict)\n"
+    "  --key K             only the tensors (and values) under key K (e.g.\n"
+    "                      state_dict): a top-level key or a path of keys\n"
+    "                      (model.encoder), as for ls; names relative to it\n"
     "  --filter GLOB       only the tensors whose name (as 'ckpt ls' shows it,\n"
     "                      after --key) matches GLOB (fnmatch: * ? [...];\n"
     "                      '*' also matches '.')\n"
@@ -221,7 +222,7 @@ static int report(const conv *c, const char *out, const ckpt_error *err, int ori
 /* Open FILE read-only and the checkpoint on top of that descriptor.  What
  * that cannot open (a folder, an index of shards) goes through the one
  * function the other commands open inputs with, without a descriptor. */
-static int open_source(conv *c, const char *key)
+static int open_source(conv *c, const char *key, size_t key_len)
 {
     ckpt_options opt;
     ckpt_reader rd;
@@ -231,6 +232,7 @@ static int open_source(conv *c, const char *key)
 
     cli_options(&opt);
     opt.key = key;
+    opt.key_len = key_len;
     memset(&err, 0, sizeof err);
     err.offset = -1;
     if (strcmp(c->path, "-") != 0 && stat(c->path, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -405,7 +407,7 @@ static int crc_mismatch(const conv *c, const ra_item *it, uint32_t got)
     sbuf b;
     int r;
     memset(&b, 0, sizeof b);
-    cli_escape(&b, it->t->name, strlen(it->t->name), (size_t)-1, CLI_ESC_QUOTED);
+    cli_escape(&b, it->t->name, it->t->name_len, (size_t)-1, CLI_ESC_QUOTED);
     cli_escape(&b, "", 0, 0, 0);
     sb_char(&b, '\0');
     r = cli_error("%s: crc mismatch for tensor '%s' in record %s (recorded %08x, computed "
@@ -627,7 +629,9 @@ static int cmp_entry_name(const void *a, const void *b)
 {
     const ckpt_safetensors_entry *x = *(const ckpt_safetensors_entry *const *)a;
     const ckpt_safetensors_entry *y = *(const ckpt_safetensors_entry *const *)b;
-    return strcmp(x->name, y->name);
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n); /* names may hold NUL bytes */
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
 /* model.safetensors.index.json as transformers writes it: json.dumps(index,
@@ -657,7 +661,7 @@ static int write_index(conv *c, const ckpt_safetensors_plan *p0, const char *pat
         key.shard = 0;
         hit = bsearch(&key, c->refs, c->nrefs, sizeof key, cmp_ref);
         fputs(i ? ",\n    " : "\n    ", o.fp);
-        cli_json_string(o.fp, e[i]->name, strlen(e[i]->name));
+        cli_json_string(o.fp, e[i]->name, e[i]->name_len);
         fprintf(o.fp, ": \"model-%05zu-of-%05zu.safetensors\"", (hit ? hit->shard : 0) + 1, ns);
     }
     fputs(n ? "\n  }\n}\n" : "}\n}\n", o.fp);
@@ -1044,6 +1048,8 @@ int cmd_convert(int argc, char **argv)
 {
     int nops = 0, r, skip = 0, force = 0, sync = 0, no_verify = 0, folder, pool;
     const char *key = NULL, *filter = NULL, *tied = NULL, *shard_size = NULL, *jobs = NULL;
+    char *key_arg = NULL;
+    size_t key_len = 0;
     char *ops[2];
     cli_out_opts oo;
     cli_inputs inputs;
@@ -1133,9 +1139,12 @@ int cmd_convert(int argc, char **argv)
     eo.error_origin = &origin;
     eo.dedupe_tied = tied ? strcmp(tied, "once") == 0 : folder;
     memset(&err, 0, sizeof err);
-    if (open_source(&c, key) == 0 && cli_inputs_add(&inputs, ops[0], c.f) == 0 &&
-        (folder || strcmp(ops[1], "-") == 0 || cli_out_refuse_input(ops[1], &oo) == 0) &&
-        (no_verify || ckpt_part_count(c.f) < 2 || verify_parts(&c) == CLI_OK)) {
+    if (key && !(key_arg = cli_unescape(key, &key_len))) { /* --key K as ls shows keys */
+        cli_error("out of memory");
+    } else if (open_source(&c, key_arg, key_len) == 0 &&
+               cli_inputs_add(&inputs, ops[0], c.f) == 0 &&
+               (folder || strcmp(ops[1], "-") == 0 || cli_out_refuse_input(ops[1], &oo) == 0) &&
+               (no_verify || ckpt_part_count(c.f) < 2 || verify_parts(&c) == CLI_OK)) {
         eo.src_fd = c.src_fd;
         pool = wants_pool(&c);
         if (pool) eo.verify = 0; /* checked on the way: pool_verify_setup() */
@@ -1160,5 +1169,6 @@ int cmd_convert(int argc, char **argv)
     free(c.refs);
     free(c.stor_checked);
     cli_inputs_free(&inputs);
+    free(key_arg);
     return r;
 }

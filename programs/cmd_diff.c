@@ -22,7 +22,9 @@
 static const char usage[] =
     "Usage: ckpt diff [--key K] [--filter GLOB] [--max-abs] [--json] A B\n"
     "Compare the tensors of checkpoints A and B (any formats ckpt reads), by\n"
-    "name: names only in A or only in B, dtype or shape changes, and, for\n"
+    "name (every byte of it; a name several tensors have, from keys that\n"
+    "flatten to one name, pairs the first in A with the first in B, and so\n"
+    "on): names only in A or only in B, dtype or shape changes, and, for\n"
     "tensors of equal dtype and shape, whether their elements are\n"
     "byte-identical (read in chunks of 1 MiB: memory stays small).  Only\n"
     "tensors are compared, not the other values of the files (epoch, ...).\n"
@@ -37,9 +39,11 @@ static const char usage[] =
     "N only in B'.\n"
     "\n"
     "Options:\n"
-    "  --key K        only the tensors under top-level key K of both files\n"
+    "  --key K        only the tensors under key K of both files, names relative\n"
+    "                 to it: a top-level key or a path of keys, as for ls (K\n"
+    "                 typed as names are shown: \\x00, \\u202e decoded)\n"
     "  --filter GLOB  only the tensors whose name matches GLOB (fnmatch;\n"
-    "                 '*' also matches '.')\n"
+    "                 '*' also matches '.'; or its escaped form matches)\n"
     "  --max-abs      for float tensors (float64/32/16, bfloat16, float8\n"
     "                 e4m3fn/e5m2 and their fnuz forms, e8m0fnu) and complex\n"
     "                 ones (complex64/128/32: the modulus), also the largest\n"
@@ -203,8 +207,8 @@ static void put_double(FILE *out, double x, int json)
         fputs(buf, out);
 }
 
-/* Append the JSON form of a name to b. */
-static void json_name_to(sbuf *b, const char *field, const char *name)
+/* Append the JSON form of a name (n bytes) to b. */
+static void json_name_to(sbuf *b, const char *field, const char *name, size_t len)
 {
     char *p = NULL;
     size_t n = 0;
@@ -214,26 +218,27 @@ static void json_name_to(sbuf *b, const char *field, const char *name)
         return;
     }
     if (field)
-        cli_json_name(m, field, name);
+        cli_json_name(m, field, name, len);
     else
-        cli_json_string(m, name, strlen(name));
+        cli_json_string(m, name, len);
     fclose(m);
     if (p) sb_add(b, p, n);
     free(p);
 }
 
-static void report_only(diff_ctx *c, int in_a, const char *name)
+static void report_only(diff_ctx *c, int in_a, const char *name, size_t len)
 {
     if (c->json) {
         sbuf *b = in_a ? &c->only_a_json : &c->only_b_json;
         int *first = in_a ? &c->first_a : &c->first_b;
         if (!*first) sb_str(b, ", ");
         *first = 0;
-        json_name_to(b, NULL, name);
+        json_name_to(b, NULL, name, len);
         return;
     }
     fputs(in_a ? "only in A: " : "only in B: ", stdout);
-    cli_term_put(stdout, name);
+    if (len == 0) fputs("\"\"", stdout);
+    cli_term_put_n(stdout, name, len);
     putchar('\n');
 }
 
@@ -252,7 +257,7 @@ static void report_change(diff_ctx *c, const char *what, const ckpt_tensor *ta,
         if (!c->first_changed) fputs(", ", m);
         c->first_changed = 0;
         fputc('{', m);
-        cli_json_name(m, "name", ta->name);
+        cli_json_name(m, "name", ta->name, ta->name_len);
         fprintf(m, ", \"what\": \"%s\", \"a\": ", what);
         if (strcmp(what, "dtype") == 0)
             fprintf(m, "\"%s\", \"b\": \"%s\"", ckpt_dtype_name(ta->dtype),
@@ -275,7 +280,8 @@ static void report_change(diff_ctx *c, const char *what, const ckpt_tensor *ta,
         return;
     }
     printf("%s: ", what);
-    cli_term_put(stdout, ta->name);
+    if (ta->name_len == 0) fputs("\"\"", stdout);
+    cli_term_put_n(stdout, ta->name, ta->name_len);
     if (strcmp(what, "dtype") == 0) {
         printf(": %s -> %s", ckpt_dtype_name(ta->dtype), ckpt_dtype_name(tb->dtype));
     } else if (strcmp(what, "shape") == 0) {
@@ -384,30 +390,98 @@ static void print_json(diff_ctx *c)
     fputs("]}\n", stdout);
 }
 
+/* One side's tensors by name: (name, index) sorted by name bytes, then
+ * index, so that equal names (keys that flatten to one name) stay in file
+ * order.  Only those --filter keeps. */
+typedef struct named {
+    const char *p;
+    size_t n, idx;
+} named;
+
+static int cmp_named(const void *a, const void *b)
+{
+    const named *x = a, *y = b;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->p, y->p, n);
+    if (c) return c;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static named *by_name(diff_ctx *c, const ckpt_file *f, size_t *count)
+{
+    size_t n = ckpt_tensor_count(f), i, k = 0;
+    named *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(f, i);
+        if (!t || !t->name || !cli_name_matches(c->filter, t->name, t->name_len)) continue;
+        v[k].p = t->name;
+        v[k].n = t->name_len;
+        v[k++].idx = i;
+    }
+    qsort(v, k, sizeof *v, cmp_named);
+    *count = k;
+    return v;
+}
+
+#define UNPAIRED ((size_t)-1)
+#define LEFT_OUT ((size_t)-2)
+
+/* Tensors are paired by name, every byte of it; a name several tensors
+ * have pairs the first in A with the first in B, the second with the
+ * second, ...  (a merge of both sides sorted by name: n log n, however
+ * many names are shared). */
 static int run(diff_ctx *c)
 {
-    size_t na = ckpt_tensor_count(c->a), nb = ckpt_tensor_count(c->b), i;
-    for (i = 0; i < na; i++) {
-        const ckpt_tensor *ta = ckpt_tensor_at(c->a, i), *tb;
-        if (!ta || !ta->name || !cli_name_matches(c->filter, ta->name)) continue;
-        if (ckpt_find(c->a, ta->name) != ta) continue; /* a repeated name: the first counts */
-        tb = ckpt_find(c->b, ta->name);
-        if (!tb) {
-            c->only_a++;
-            report_only(c, 1, ta->name);
-        } else if (compare_one(c, ta, tb) != 0) {
-            return -1;
+    size_t na = ckpt_tensor_count(c->a), nb = ckpt_tensor_count(c->b), i, j, ka = 0, kb = 0;
+    named *va = by_name(c, c->a, &ka), *vb = by_name(c, c->b, &kb);
+    size_t *pa = malloc((na ? na : 1) * sizeof *pa), *pb = malloc((nb ? nb : 1) * sizeof *pb);
+    int r = 0;
+    if (!va || !vb || !pa || !pb) {
+        r = cli_error("out of memory");
+        goto done;
+    }
+    for (i = 0; i < na; i++) pa[i] = LEFT_OUT;
+    for (i = 0; i < nb; i++) pb[i] = LEFT_OUT;
+    for (i = 0; i < ka; i++) pa[va[i].idx] = UNPAIRED;
+    for (j = 0; j < kb; j++) pb[vb[j].idx] = UNPAIRED;
+    for (i = j = 0; i < ka && j < kb;) {
+        int d = cmp_named(&(named){va[i].p, va[i].n, 0}, &(named){vb[j].p, vb[j].n, 0});
+        if (d < 0) {
+            i++;
+        } else if (d > 0) {
+            j++;
+        } else { /* the next of this name on both sides */
+            pa[va[i].idx] = vb[j].idx;
+            pb[vb[j].idx] = va[i].idx;
+            i++;
+            j++;
         }
-        if (cli_stdout_failed()) return -1;
     }
-    for (i = 0; i < nb; i++) {
-        const ckpt_tensor *tb = ckpt_tensor_at(c->b, i);
-        if (!tb || !tb->name || !cli_name_matches(c->filter, tb->name)) continue;
-        if (ckpt_find(c->b, tb->name) != tb || ckpt_find(c->a, tb->name)) continue;
+    for (i = 0; i < na && r == 0; i++) {
+        const ckpt_tensor *ta = ckpt_tensor_at(c->a, i);
+        if (pa[i] == LEFT_OUT) continue;
+        if (pa[i] == UNPAIRED) {
+            c->only_a++;
+            report_only(c, 1, ta->name, ta->name_len);
+        } else if (compare_one(c, ta, ckpt_tensor_at(c->b, pa[i])) != 0) {
+            r = -1;
+        }
+        if (cli_stdout_failed()) r = -1;
+    }
+    for (j = 0; j < nb && r == 0; j++) {
+        const ckpt_tensor *tb = ckpt_tensor_at(c->b, j);
+        if (pb[j] != UNPAIRED) continue;
         c->only_b++;
-        report_only(c, 0, tb->name);
+        report_only(c, 0, tb->name, tb->name_len);
     }
-    return 0;
+done:
+    free(va);
+    free(vb);
+    free(pa);
+    free(pb);
+    return r;
 }
 
 int cmd_diff(int argc, char **argv)

@@ -36,12 +36,17 @@ static const char usage[] =
     "A tensor ckpt lists but cannot read (a meta or nested tensor, ...) is\n"
     "skipped by -d with a note naming it on stderr.\n"
     "\n"
-    "File names under DIR are made safe: '/', '\\', control characters and\n"
-    "bytes that are not UTF-8 become '_', leading dots become '_', \"\"\n"
-    "becomes _root, names are cut to 200 bytes; names that collide (also\n"
-    "when compared ignoring ASCII case) get ~2, ~3, ... appended.  Nothing is\n"
-    "ever written outside DIR.\n"
-    "\n"
+    "File names under DIR are made safe: '/', and what 'ckpt ls' shows\n"
+    "escaped ('\\', control characters, NUL, bidi and other invisible\n"
+    "characters such as U+202E, bytes that are not UTF-8) become '_', leading\n"
+    "dots become '_', \"\" becomes _root, names are cut to 200 bytes; names\n"
+    "that collide (also when compared ignoring ASCII case) get ~2, ~3, ...\n"
+    "appended.  Nothing is ever written outside DIR.  The line printed for\n"
+    "each file has the name as JSON (bidi and invisible characters as\n"
+    "\\uXXXX) and the path escaped.  Two tensors with one name (keys that\n"
+    "flatten to one name) are refused before anything is written, naming\n"
+    "both key paths: choose one with --key.\n"
+    "\n" NAME_HELP "\n"
     "Element types (torch dtype -> numpy descr):\n"
     "  float64 <f8, float32 <f4, float16 <f2, int64 <i8, int32 <i4,\n"
     "  int16 <i2, int8 |i1, uint8 |u1, uint16 <u2, uint32 <u4, uint64 <u8,\n"
@@ -57,11 +62,13 @@ static const char usage[] =
     "  -o, --output OUT  write tensor NAME to OUT\n"
     "  -d, --dir DIR     write into DIR\n"
     "  --filter GLOB     with -d: only tensors whose name matches the shell\n"
-    "                    pattern GLOB (fnmatch: '*' also matches dots)\n"
+    "                    pattern GLOB (fnmatch: '*' also matches dots), or\n"
+    "                    whose escaped form (as ls shows it) does\n"
     "  --force           replace files that exist\n"
     "  --sync            flush each file to disk before it appears (like cp,\n"
     "                    the default does not)\n"
-    "  --key K           only what is under top-level key K (e.g. state_dict)\n"
+    "  --key K           only what is under key K (e.g. state_dict), a top-level\n"
+    "                    key or a path of keys (optimizer.state.0), as for ls\n"
     "  -h, --help        show this help\n";
 
 #define SAFE_MAX 200 /* bytes of a file name before ".npy" */
@@ -127,11 +134,14 @@ static int extract_to(const ckpt_file *f, const char *path, const ckpt_tensor *t
 /* Safe file names                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* The file name stem for a tensor name (malloc'd): see the usage text. */
-static char *safe_stem(const char *name)
+/* The file name stem for a tensor name name[0..n) (malloc'd): see the
+ * usage text.  What ckpt_escape() would escape (control and invisible
+ * characters, bidi controls, bytes that are not UTF-8, a backslash) is
+ * what becomes '_': a file name shows what ls shows, without escapes. */
+static char *safe_stem(const char *name, size_t n)
 {
     const unsigned char *s = (const unsigned char *)name;
-    size_t n = strlen(name), i = 0, o = 0;
+    size_t i = 0, o = 0;
     char *out;
     int leading = 1;
     if (n == 0) {
@@ -144,9 +154,10 @@ static char *safe_stem(const char *name)
     while (i < n && o < SAFE_MAX) {
         unsigned c = s[i];
         size_t k = c < 0x80 ? 1 : cli_utf8_seq(s + i, n - i);
-        if (k == 0 || c < 0x20 || c == 0x7f || c == '/' || c == '\\' || (leading && c == '.')) {
+        if (k == 0 || c == '/' || (leading && c == '.') ||
+            ckpt_escape(NULL, 0, name + i, k, (size_t)-1, 0, NULL) != k) {
             out[o++] = '_';
-            i++;
+            i += k ? k : 1; /* one '_' a character */
             continue;
         }
         leading = 0;
@@ -233,7 +244,7 @@ static char **assign_names(const ckpt_tensor *const *tensors, size_t n)
     memset(&set, 0, sizeof set);
     if (!names || !taken) goto oom;
     for (i = 0; i < n; i++) {
-        char *stem = safe_stem(tensors[i]->name);
+        char *stem = safe_stem(tensors[i]->name, tensors[i]->name_len);
         size_t len;
         if (!stem) goto oom;
         len = strlen(stem);
@@ -297,14 +308,58 @@ static char *join(const char *dir, const char *name)
     return out;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (const ckpt_tensor *const *)a;
+    uintptr_t y = (uintptr_t) * (const ckpt_tensor *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Names of tensors[0..n) equal byte for byte (keys that flatten to one
+ * name): one file each would not say which is which, so nothing is
+ * written; the message gives both key paths.  CLI_OK or CLI_FAIL. */
+static int refuse_shared_names(const ckpt_file *f, const char *path,
+                               const ckpt_tensor *const *tensors, size_t n)
+{
+    const ckpt_tensor **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    const ckpt_tensor *t = NULL, *u = NULL;
+    size_t i;
+    if (!sorted) return cli_error("%s: out of memory", path);
+    if (n) memcpy(sorted, tensors, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_ptr); /* written ones, by address */
+    /* a later tensor of t's name that is written too */
+    for (i = 0; i < n && !u; i++)
+        for (t = tensors[i], u = ckpt_find_next(f, t); u; u = ckpt_find_next(f, u))
+            if (bsearch(&u, sorted, n, sizeof *sorted, cmp_ptr)) break;
+    free(sorted);
+    if (u) {
+        char pa[200], pb[200];
+        sbuf b;
+        cli_tensor_path(f, t, pa, sizeof pa);
+        cli_tensor_path(f, u, pb, sizeof pb);
+        memset(&b, 0, sizeof b);
+        sb_char(&b, '\'');
+        cli_escape(&b, t->name, t->name_len, (size_t)-1, 0);
+        sb_char(&b, '\'');
+        cli_error("%s: two tensors are named %s, by the key paths %s and %s: -d writes a "
+                  "file a name; choose one with --key (nothing written)",
+                  path, b.p && !b.oom ? b.p : "?", pa, pb);
+        sb_free(&b);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
 static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
                        const ckpt_tensor *const *tensors, size_t n, const cli_out_opts *oo)
 {
-    char **names = assign_names(tensors, n);
+    char **names;
     size_t i, existing = 0;
     char *first = NULL;
     int r = CLI_OK;
     struct stat st;
+    if (refuse_shared_names(f, path, tensors, n) != CLI_OK) return CLI_FAIL;
+    names = assign_names(tensors, n);
     if (!names) return cli_error("%s: out of memory", path);
     /* no clobbering, and never a file of the input (DIR may be the input's
      * own folder): refuse before anything is written */
@@ -330,10 +385,10 @@ static int extract_dir(const ckpt_file *f, const char *path, const char *dir,
         }
         r = extract_to(f, path, tensors[i], out, oo);
         progress_hide(&bar);
-        if (r == CLI_OK) {
-            cli_json_string(stdout, tensors[i]->name, strlen(tensors[i]->name));
+        if (r == CLI_OK) { /* the name as JSON, bidi and the like as \uXXXX */
+            cli_json_string(stdout, tensors[i]->name, tensors[i]->name_len);
             fputs(" -> ", stdout);
-            fputs(out, stdout);
+            cli_term_put(stdout, out);
             putchar('\n');
         }
         free(out);
@@ -379,9 +434,8 @@ int cmd_extract(int argc, char **argv)
                                          : "extract: missing -d DIR (or NAME -o OUT.npy)");
     }
     if (nops == 2) {
-        t = ckpt_find(f, ops[1]);
-        if (!t) {
-            cli_error("%s: no tensor named '%s'", ops[0], ops[1]);
+        t = cli_find_tensor(f, ops[0], ops[1]);
+        if (!t) { /* cli_find_tensor() said why */
             ckpt_close(f);
             return CLI_FAIL;
         }
@@ -407,12 +461,17 @@ int cmd_extract(int argc, char **argv)
         } else {
             for (i = 0; i < all; i++) {
                 const ckpt_tensor *c = t ? t : ckpt_tensor_at(f, i);
-                if (!cli_name_matches(filter, c->name)) continue;
+                if (!c || !cli_name_matches(filter, c->name, c->name_len)) continue;
                 if (!c->readable) { /* listed but not readable: skipped by name */
-                    char why[320];
-                    snprintf(why, sizeof why, "skipped '%s': %s", c->name,
-                             c->unreadable ? c->unreadable : "no data");
-                    cli_note(ops[0], why);
+                    sbuf why;
+                    const char *because = c->unreadable ? c->unreadable : "no data";
+                    memset(&why, 0, sizeof why);
+                    sb_str(&why, "skipped '");
+                    cli_escape(&why, c->name, c->name_len, (size_t)-1, 0);
+                    sb_str(&why, "': ");
+                    cli_escape(&why, because, strlen(because), (size_t)-1, 0);
+                    cli_note(ops[0], why.p && !why.oom ? why.p : "skipped a tensor");
+                    sb_free(&why);
                     continue;
                 }
                 list[n++] = c;

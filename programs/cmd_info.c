@@ -54,10 +54,10 @@ static const char usage[] =
     "              \"modules\": [{\"name\" (plus \"name_bytes\", base64,\n"
     "              when it is not UTF-8), \"depth\", \"tensors\",\n"
     "              \"parameters\"}], \"notes\": [...]}\n"
-    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
-    "              that is not a top-level key is a path of keys (see\n"
-    "              'ckpt ls --help'): tensors, storages and modules are\n"
-    "              then counted under it\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K that is\n"
+    "              not a top-level key is a path of keys (see\n"
+    "              'ckpt ls --help'): tensors, the storages they view and\n"
+    "              modules are then counted under it\n"
     "  --depth N   show the module tree N levels deep (default: all)\n"
     "  --all       show every top-level key (default: the first 40)\n"
     "  -h, --help  show this help\n";
@@ -472,18 +472,12 @@ static int print_json(report *r)
     n = ckpt_summary_module_count(r->sum);
     for (i = 0, first = 1; i < n; i++) {
         const ckpt_summary_module *m = ckpt_summary_module_at(r->sum, i);
-        sbuf b;
         if (!shown(r, m)) continue;
-        memset(&b, 0, sizeof b);
-        sb_add(&b, m->path, m->path_len);
-        sb_char(&b, '\0');
         fputs(first ? "{" : ", {", stdout);
         first = 0;
-        cli_json_name(stdout, "name", b.p && !b.oom ? b.p : "");
+        cli_json_name(stdout, "name", m->path, m->path_len); /* may hold NUL bytes */
         printf(", \"depth\": %u, \"tensors\": %llu, \"parameters\": %llu}", (unsigned)m->depth,
                (unsigned long long)m->tensors, (unsigned long long)m->elements);
-        if (b.oom) oom = 1;
-        free(b.p);
     }
     fputs("], \"notes\": [", stdout);
     first = 1;
@@ -543,7 +537,8 @@ static int info_one(const char *path, void *ctx)
         return cli_report(r.path, &err);
     }
     ckpt_get_info(r.f, &r.info);
-    r.sum = ckpt_summarize(r.f, r.doc.root, r.doc.prefix, &err);
+    /* under --key: the storages its tensors view; else the file's */
+    r.sum = ckpt_summarize(r.f, o->key ? r.doc.root : NULL, NULL, &err);
     if (!r.sum) {
         if (o->json && o->multi) cli_json_error_line(path, &err);
         rc = cli_report(r.path, &err);

@@ -79,9 +79,9 @@ static int term_plain(const char *s, size_t n)
 }
 
 /* cli_term_put() into the buffer: the library's escaper, the same bytes. */
-static void ob_term(const char *s)
+static void ob_term_n(const char *s, size_t n)
 {
-    size_t n = strlen(s), done = 0, c, len;
+    size_t done = 0, c, len;
     if (term_plain(s, n)) {
         ob_mem(s, n);
         return;
@@ -95,11 +95,16 @@ static void ob_term(const char *s)
     }
 }
 
-/* Printable ASCII without '"' and '\\': what cli_json_string() copies as it
- * is, and valid UTF-8 (cli_json_name() adds no "_bytes" member). */
+static void ob_term(const char *s)
+{
+    ob_term_n(s, strlen(s));
+}
+
+/* Printable ASCII without '"', '\\' and DEL: what cli_json_string() copies
+ * as it is, and valid UTF-8 (cli_json_name() adds no "_bytes" member). */
 static int plain_ascii(const char *s, size_t n)
 {
-    return ascii_without(s, n, '"', '\\');
+    return ascii_without(s, n, '"', '\\') && !memchr(s, 0x7f, n);
 }
 
 /* cli_json_string() into the buffer: names are nearly always plain ASCII,
@@ -117,12 +122,11 @@ static void ob_json_string(const char *s, size_t n)
 }
 
 /* cli_json_name() into the buffer, the same way. */
-static void ob_json_name(const char *field, const char *s)
+static void ob_json_name(const char *field, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     if (!plain_ascii(s, n)) {
         ob_flush();
-        cli_json_name(stdout, field, s);
+        cli_json_name(stdout, field, s, n);
         return;
     }
     ob_c('"');
@@ -283,14 +287,17 @@ static const char usage[] =
     "              (the dense size); quantized: \"qscheme\" and \"scale\",\n"
     "              \"zero_point\" or \"axis\", \"scales\", \"zero_points\"; a\n"
     "              conj()/neg() view saved unresolved: \"conj\"/\"neg\": true)\n"
-    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
-    "              that is not a top-level key is a path of keys\n"
+    "  --key K     only what is under key K (e.g. state_dict), names relative\n"
+    "              to it; a K that is not a top-level key is a path of keys\n"
     "              (optimizer.state.0; at each level the longest run of\n"
-    "              components that is a key is taken first)\n"
+    "              components that is a key is taken first, so a key with\n"
+    "              dots is reached too); the same for every command.  K is\n"
+    "              typed as names are shown (\\x00, \\u202e decoded)\n"
     "  --filter GLOB\n"
-    "              only tensors whose name (as listed) matches the shell\n"
-    "              pattern GLOB (fnmatch: '*' also matches dots), e.g.\n"
-    "              --filter '*.weight'; one pattern (given twice: the last)\n"
+    "              only tensors whose name matches the shell pattern GLOB\n"
+    "              (fnmatch: '*' also matches dots), or whose escaped form\n"
+    "              (as listed: w\\x00evil) does, e.g. --filter '*.weight';\n"
+    "              one pattern (given twice: the last)\n"
     "  -h, --help  show this help\n";
 
 /* "[3, 4]" into buf (always terminated; cut with "...]" if it does not fit). */
@@ -359,16 +366,15 @@ typedef struct ls_opts {
     ckpt_options opt;
 } ls_opts;
 
-static int listed(const cli_doc *d, const ls_opts *o, const ckpt_tensor *t)
+static int listed(const ls_opts *o, const ckpt_tensor *t)
 {
-    return t && cli_doc_has(d, t) && cli_name_matches(o->filter, cli_doc_name(d, t));
+    return t && cli_name_matches(o->filter, t->name, t->name_len);
 }
 
-static size_t name_width(const char *name)
+static size_t name_width(const char *name, size_t n)
 {
-    size_t n = strlen(name);
     if (!n) return 2; /* shown as "" */
-    return term_plain(name, n) ? n : cli_term_width(name);
+    return term_plain(name, n) ? n : ckpt_escape_width(name, n, 0);
 }
 
 /* cli_human_size() without snprintf when the digits can be had exactly:
@@ -404,12 +410,12 @@ static const char *human_size(uint64_t x, char *buf, size_t cap)
     return buf;
 }
 
-static void print_name(const char *name)
+static void print_name(const char *name, size_t n)
 {
-    if (name[0] == '\0')
+    if (n == 0)
         ob_s("\"\"");
     else
-        ob_term(name);
+        ob_term_n(name, n);
 }
 
 static int list_table(const cli_doc *d, const ls_opts *o)
@@ -422,8 +428,8 @@ static int list_table(const cli_doc *d, const ls_opts *o)
     for (i = 0; i < n; i++) {
         ckpt_tensor one, *t = &one; /* a copy: nothing kept per tensor */
         size_t w;
-        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
-        if ((w = name_width(cli_doc_name(d, t))) > wname) wname = w;
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(o, t)) continue;
+        if ((w = name_width(t->name, t->name_len)) > wname) wname = w;
         if ((w = strlen(ckpt_dtype_name(t->dtype))) > wdtype) wdtype = w;
         if ((w = format_dims(dims, sizeof dims, t->shape, t->ndim)) > wshape) wshape = w;
         if ((w = strlen(human_size(t->nbytes, size, sizeof size))) > wsize) wsize = w;
@@ -437,12 +443,11 @@ static int list_table(const cli_doc *d, const ls_opts *o)
     ob_s("SIZE  STORAGE\n");
     for (i = 0; i < n; i++) {
         ckpt_tensor one, *t = &one;
-        const char *dt, *name;
+        const char *dt;
         size_t w;
-        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
-        name = cli_doc_name(d, t);
-        print_name(name);
-        pad(wname - name_width(name) + 2);
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(o, t)) continue;
+        print_name(t->name, t->name_len);
+        pad(wname - name_width(t->name, t->name_len) + 2);
         dt = ckpt_dtype_name(t->dtype);
         ob_s(dt);
         pad(wdtype - strlen(dt) + 2);
@@ -592,10 +597,10 @@ static int list_json(const cli_doc *d, const ls_opts *o, const char *path)
         const char *dt;
         size_t dn;
         char *p;
-        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(d, o, t)) continue;
+        if (ckpt_tensor_get(f, i, &one, NULL) != 0 || !listed(o, t)) continue;
         ob_s(first ? "{" : ", {");
         first = 0;
-        ob_json_name("name", cli_doc_name(d, t));
+        ob_json_name("name", t->name, t->name_len);
         dt = ckpt_dtype_name(t->dtype);
         dn = strlen(dt);
         /* the fixed members written straight into the buffer: the
@@ -649,13 +654,9 @@ static void say_empty(const cli_doc *d, const ls_opts *o, const char *path)
 {
     ckpt_info info;
     sbuf b;
-    size_t i, n = ckpt_tensor_count(d->f), under = 0;
+    size_t under = ckpt_tensor_count(d->f);
     memset(&b, 0, sizeof b);
     ckpt_get_info(d->f, &info);
-    for (i = 0; i < n; i++) {
-        ckpt_tensor one;
-        if (ckpt_tensor_get(d->f, i, &one, NULL) == 0 && cli_doc_has(d, &one)) under++;
-    }
     if (under > 0 && o->filter) {
         sb_str(&b, "no tensor name matches '");
         cli_escape(&b, o->filter, strlen(o->filter), (size_t)-1, 0);
@@ -689,7 +690,7 @@ static int ls_one(const char *path, void *ctx)
     n = ckpt_tensor_count(d.f);
     for (i = 0; i < n && shown == 0; i++) {
         ckpt_tensor one;
-        if (ckpt_tensor_get(d.f, i, &one, NULL) == 0 && listed(&d, o, &one)) shown++;
+        if (ckpt_tensor_get(d.f, i, &one, NULL) == 0 && listed(o, &one)) shown++;
     }
     if (o->json) {
         r = list_json(&d, o, path);

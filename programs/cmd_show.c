@@ -36,8 +36,8 @@ static const char usage[] =
     "              {\"$bytes\": base64}, tensors as {\"$tensor\": name, \"dtype\",\n"
     "              \"shape\"}, objects as {\"$object\": class, \"args\", \"state\"},\n"
     "              shared values as {\"$ref\": path}\n"
-    "  --key K     only what is under key K (e.g. state_dict); a K with dots\n"
-    "              that is not a top-level key is a path of keys\n"
+    "  --key K     only what is under key K (e.g. state_dict); a K that is\n"
+    "              not a top-level key is a path of keys\n"
     "              (optimizer.param_groups.0; see 'ckpt ls --help')\n"
     "  -h, --help  show this help\n";
 

@@ -9,7 +9,6 @@
 
 #include "cli.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,8 +33,13 @@ size_t cli_term_width(const char *s)
 
 size_t cli_term_put(FILE *out, const char *s)
 {
+    return cli_term_put_n(out, s, strlen(s));
+}
+
+size_t cli_term_put_n(FILE *out, const char *s, size_t n)
+{
     char tmp[1024];
-    size_t n = strlen(s), done = 0, c, len, w = 0, i;
+    size_t done = 0, c, len, w = 0, i;
     while (done < n) {
         len = ckpt_escape(tmp, sizeof tmp, s + done, n - done, (size_t)-1, 0, &c);
         fwrite(tmp, 1, len, out);
@@ -64,9 +68,8 @@ void cli_base64(FILE *out, const void *data, size_t n)
     }
 }
 
-void cli_json_name(FILE *out, const char *field, const char *s)
+void cli_json_name(FILE *out, const char *field, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     fprintf(out, "\"%s\": ", field);
     cli_json_string(out, s, n);
     if (!cli_utf8_valid(s, n)) {
@@ -76,9 +79,150 @@ void cli_json_name(FILE *out, const char *field, const char *s)
     }
 }
 
-int cli_name_matches(const char *glob, const char *name)
+int cli_name_matches(const char *glob, const char *name, size_t len)
 {
-    return glob == NULL || fnmatch(glob, name, 0) == 0;
+    return ckpt_name_match(glob, name, len);
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* The value of the n hex digits at s, or -1. */
+static long hexn(const char *s, int n)
+{
+    long v = 0;
+    int i, d;
+    for (i = 0; i < n; i++) {
+        if ((d = hexval((unsigned char)s[i])) < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+char *cli_unescape(const char *s, size_t *len)
+{
+    size_t n = strlen(s), i = 0, o = 0;
+    char *out = malloc(n + 1); /* what an escape stands for is never longer */
+    long v;
+    if (!out) return NULL;
+    while (i < n) {
+        if (s[i] != '\\' || i + 1 >= n) {
+            out[o++] = s[i++];
+            continue;
+        }
+        switch (s[i + 1]) {
+        case '\\':
+        case '"':
+            out[o++] = s[i + 1];
+            i += 2;
+            continue;
+        case 'n':
+            out[o++] = '\n';
+            i += 2;
+            continue;
+        case 'r':
+            out[o++] = '\r';
+            i += 2;
+            continue;
+        case 't':
+            out[o++] = '\t';
+            i += 2;
+            continue;
+        case 'x':
+            if (i + 4 <= n && (v = hexn(s + i + 2, 2)) >= 0) {
+                out[o++] = (char)v;
+                i += 4;
+                continue;
+            }
+            break;
+        case 'u':
+            if (i + 6 <= n && (v = hexn(s + i + 2, 4)) >= 0) {
+                if (v >= 0xDC80 && v <= 0xDCFF) { /* JSON's form of a byte that is not UTF-8 */
+                    out[o++] = (char)(v & 0xFF);
+                } else if (v >= 0xD800 && v <= 0xDFFF) {
+                    break; /* no character: the backslash stands for itself */
+                } else if (v < 0x80) {
+                    out[o++] = (char)v;
+                } else if (v < 0x800) {
+                    out[o++] = (char)(0xC0 | (v >> 6));
+                    out[o++] = (char)(0x80 | (v & 0x3F));
+                } else {
+                    out[o++] = (char)(0xE0 | (v >> 12));
+                    out[o++] = (char)(0x80 | ((v >> 6) & 0x3F));
+                    out[o++] = (char)(0x80 | (v & 0x3F));
+                }
+                i += 6;
+                continue;
+            }
+            break;
+        default: break;
+        }
+        out[o++] = s[i++]; /* a backslash that begins no escape: itself */
+    }
+    out[o] = '\0';
+    *len = o;
+    return out;
+}
+
+/* "'NAME'" escaped, as ls shows it, into b. */
+static void quoted_name(sbuf *b, const char *s, size_t n)
+{
+    sb_char(b, '\'');
+    cli_escape(b, s, n, (size_t)-1, 0);
+    sb_char(b, '\'');
+}
+
+#define PATHS_SHOWN 4 /* key paths named in a message about a shared name */
+
+void cli_tensor_path(const ckpt_file *f, const ckpt_tensor *t, char *buf, size_t cap)
+{
+    if (ckpt_tensor_path_text(f, t, buf, cap, NULL) != 0) snprintf(buf, cap, "?");
+}
+
+const ckpt_tensor *cli_find_tensor(const ckpt_file *f, const char *path, const char *arg)
+{
+    size_t len = 0, k, n = 0;
+    char *name = cli_unescape(arg, &len);
+    const ckpt_tensor *t, *u;
+    sbuf b;
+    if (!name) {
+        cli_error("%s: out of memory", path);
+        return NULL;
+    }
+    memset(&b, 0, sizeof b);
+    t = ckpt_find_n(f, name, len);
+    if (!t) {
+        quoted_name(&b, name, len);
+        cli_error("%s: no tensor named %s", path, b.p && !b.oom ? b.p : "?");
+    } else if ((u = ckpt_find_next(f, t)) != NULL) {
+        /* one name, several key paths: which is meant is not for us to guess */
+        for (n = 1; u; u = ckpt_find_next(f, u)) n++;
+        {
+            char tmp[32];
+            snprintf(tmp, sizeof tmp, "%zu tensors are named ", n);
+            sb_str(&b, tmp);
+        }
+        quoted_name(&b, name, len);
+        sb_str(&b, ", by the key paths ");
+        for (u = t, k = 0; u && k < PATHS_SHOWN; u = ckpt_find_next(f, u), k++) {
+            char kp[256];
+            cli_tensor_path(f, u, kp, sizeof kp);
+            sb_str(&b, k == 0 ? "" : u && ckpt_find_next(f, u) == NULL ? " and " : ", ");
+            sb_str(&b, kp);
+        }
+        if (n > PATHS_SHOWN) sb_str(&b, ", ...");
+        sb_str(&b, ": choose one with --key (the path down to it) and the NAME under it");
+        cli_error("%s: %s", path, b.p && !b.oom ? b.p : "a name several tensors share");
+        t = NULL;
+    }
+    sb_free(&b);
+    free(name);
+    return t;
 }
 
 const char *cli_human_size(uint64_t x, char *buf, size_t cap)

@@ -59,8 +59,15 @@ static int setup(ckpt_file *f, const ckpt_options *opt, ckpt_error *err)
     ck_torch_init(f);
     ck_mem_allow(&f->arena, f->opt.max_memory, f->src.size, 0);
     if (f->opt.key) {
-        f->key_copy = ck_strndup(&f->arena, f->opt.key, strlen(f->opt.key));
+        size_t kn = f->opt.key_len ? f->opt.key_len : strlen(f->opt.key);
+        f->key_copy = ck_strndup(&f->arena, f->opt.key, kn);
         f->opt.key = f->key_copy;
+        f->opt.key_len = kn;
+        if (!f->key_copy) {
+            ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+            ckpt_close(f);
+            return -1;
+        }
     }
     f->version = "";
     f->root_name = "";

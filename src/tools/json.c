@@ -6,9 +6,10 @@
  *   None -> null, bool -> true/false, INT -> integer, BIGINT -> its digits,
  *   FLOAT -> Python's repr (shortest round trip, always with '.' or 'e'),
  *            non-finite -> "nan", "inf", "-inf" (strings),
- *   STR -> JSON string (valid UTF-8 kept, control characters escaped as
- *          \u00XX, each byte that is not valid UTF-8 as \udcXX, Python's
- *          "surrogateescape": no name is silently changed),
+ *   STR -> JSON string (ckpt_json_escape(): valid UTF-8 kept, control and
+ *          invisible characters escaped as \uXXXX, each byte that is not
+ *          valid UTF-8 as \udcXX, Python's "surrogateescape": no name is
+ *          silently changed),
  *   BYTES -> {"$bytes": "<base64>"},
  *   DICT -> object with string keys (whatever its class),
  *   LIST, TUPLE, SET -> array,
@@ -172,58 +173,17 @@ static int key_sep(jw *w)
 
 /* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one
  * (ckpt_text.h's one UTF-8 check). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    return ckpt_utf8_seq((const char *)s, n);
-}
-
 static int put_string(jw *w, const char *str, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, run = 0;
+    char tmp[1024];
+    size_t done = 0, c, len;
     if (putc_(w, '"') != 0) return -1;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        char esc[6];
-        size_t elen = 2;
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            i++;
-            continue;
-        }
-        if (c >= 0x80 && (k = utf8_seq(s + i, n - i)) > 0) {
-            i += k;
-            continue;
-        }
-        /* flush the run of plain bytes before s[i] */
-        if (put(w, str + run, i - run) != 0) return -1;
-        esc[0] = '\\';
-        switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        default:
-            /* a control character as itself; a byte that is not UTF-8 as
-             * a lone low surrogate, as Python's "surrogateescape" does, so
-             * the exact bytes come back: s.encode("utf-8", "surrogateescape") */
-            esc[1] = 'u';
-            esc[2] = c >= 0x80 ? 'd' : '0';
-            esc[3] = c >= 0x80 ? 'c' : '0';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            elen = 6;
-            break;
-        }
-        if (put(w, esc, elen) != 0) return -1;
-        i++;
-        run = i;
+    while (done < n) { /* the one JSON escaper (ckpt_text.h) */
+        len = ckpt_json_escape(tmp, sizeof tmp, str + done, n - done, &c);
+        if (put(w, tmp, len) != 0) return -1;
+        done += c;
+        if (c == 0) break;
     }
-    if (put(w, str + run, n - run) != 0) return -1;
     return putc_(w, '"');
 }
 
@@ -537,7 +497,7 @@ static int put_tensor(jw *w, const ckpt_value *v, unsigned depth)
     if (!t) {
         if (puts_(w, "null") != 0) return -1;
     } else {
-        if (t->name ? put_string(w, t->name, strlen(t->name)) : puts_(w, "null")) return -1;
+        if (t->name ? put_string(w, t->name, t->name_len) : puts_(w, "null")) return -1;
         if (member(w, &first, "dtype", depth + 1) != 0) return -1;
         if (put_string(w, ckpt_dtype_name(t->dtype), strlen(ckpt_dtype_name(t->dtype))) != 0)
             return -1;

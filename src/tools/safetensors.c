@@ -29,11 +29,11 @@
 #endif
 #define CKPT_BUILDING 1 /* export the CKPT_API functions */
 #include "ckpt_export.h"
+#include "ckpt_text.h"
 #include "tools.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -158,11 +158,11 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return 0;
 }
 
-/* Nonzero when s is valid UTF-8 throughout. */
-static int is_utf8(const char *str)
+/* Nonzero when s[0..n) is valid UTF-8 throughout. */
+static int is_utf8(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
-    size_t n = strlen(str), i = 0;
+    size_t i = 0;
     while (i < n) {
         size_t k = s[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
         if (k == 0) return 0;
@@ -234,10 +234,10 @@ static void put_json_string(sbuf *b, const char *str, size_t n)
  * characters, bytes that are not UTF-8, quotes and backslashes are written
  * as \xNN, so the message says exactly which bytes the name holds (quotes
  * kept when `quotes`: text that is not quoted).  Cut after 120 bytes. */
-static void put_escaped_text(sbuf *b, const char *str, int quotes)
+static void put_escaped_text(sbuf *b, const char *str, size_t n, int quotes)
 {
     const unsigned char *s = (const unsigned char *)str;
-    size_t n = strlen(str), i = 0;
+    size_t i = 0;
     char tmp[8];
     while (i < n) {
         size_t k = s[i] >= 0x80 ? utf8_seq(s + i, n - i) : 1;
@@ -258,13 +258,14 @@ static void put_escaped_text(sbuf *b, const char *str, int quotes)
 
 static void put_escaped(sbuf *b, const char *str)
 {
-    put_escaped_text(b, str, 0);
+    put_escaped_text(b, str, strlen(str), 0);
 }
 
-static void put_shown_name(sbuf *b, const char *str)
+/* A tensor's name str[0..n) (it may hold NUL bytes), quoted. */
+static void put_shown_name(sbuf *b, const char *str, size_t n)
 {
     sb_char(b, '\'');
-    put_escaped(b, str);
+    put_escaped_text(b, str, n, 0);
     sb_char(b, '\'');
 }
 
@@ -406,7 +407,8 @@ typedef struct meta_entry {
 typedef struct crc_rec {
     uint64_t off, size;
     uint32_t crc;
-    const char *tensor;
+    const char *tensor; /* its name, tensor_len bytes */
+    size_t tensor_len;
     const char *name; /* the record's name */
     int checked;      /* small: already checked while planned */
     int streamed;     /* checked by the copy of the tensor that is all of it */
@@ -838,7 +840,7 @@ static int report_crc(exporter *x, const crc_rec *rec, int read_error, int e, ui
     sbuf shown;
     if (read_error) return e == ENOMEM ? nomem(x) : src_error(x, e);
     memset(&shown, 0, sizeof shown);
-    put_shown_name(&shown, rec->tensor);
+    put_shown_name(&shown, rec->tensor, rec->tensor_len);
     sb_str(&shown, " in record ");
     put_escaped(&shown, rec->name);
     fail_at(x, CKPT_EXPORT_FROM_EXPORT, CKPT_E_FORMAT, (int64_t)rec->off,
@@ -971,6 +973,7 @@ static int plan_verify(exporter *x)
             nzero++;
         else {
             rec->tensor = t->name;
+            rec->tensor_len = t->name_len;
             if (!rec->checked && is_direct(x, t) && t->nbytes >= DIRECT_MIN &&
                 (uint64_t)t->file_offset == rec->off && t->nbytes == rec->size) {
                 /* the first tensor written from it is all of it */
@@ -1079,16 +1082,18 @@ static int refusal(exporter *x, sbuf *out, const char *lead, const char *tail, c
             const ckpt_tensor *t = ckpt_tensor_at(x->f, idx[i]);
             if (i > 0) sb_str(out, ", ");
             if (how == SHOW_NAME) {
-                put_shown_name(out, t->name);
+                put_shown_name(out, t->name, t->name_len);
                 continue;
             }
-            if (t->name[0] == '\0') sb_str(out, "\"\"");
-            put_escaped(out, t->name);
+            if (t->name_len == 0) sb_str(out, "\"\"");
+            put_escaped_text(out, t->name, t->name_len, 0);
             sb_str(out, " (");
             if (how == SHOW_DTYPE)
                 sb_str(out, ckpt_dtype_name(t->dtype));
+            else if (t->unreadable)
+                put_escaped_text(out, t->unreadable, strlen(t->unreadable), 1);
             else
-                put_escaped_text(out, t->unreadable ? t->unreadable : "no data", 1);
+                sb_str(out, "no data");
             sb_char(out, ')');
         }
         if (n > k) {
@@ -1166,7 +1171,12 @@ static int cmp_view(const void *pa, const void *pb)
         if (ta->shape[d] != tb->shape[d]) return ta->shape[d] < tb->shape[d] ? -1 : 1;
         if (ta->stride[d] != tb->stride[d]) return ta->stride[d] < tb->stride[d] ? -1 : 1;
     }
-    return strcmp(a->name, b->name);
+    { /* byte order of the names, which may hold NUL bytes */
+        size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
+        int c = memcmp(a->name, b->name, n);
+        if (c != 0) return c;
+        return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+    }
 }
 
 /* dedupe_tied and select: mark the aliases (kept[i]: the entry i is
@@ -1215,14 +1225,14 @@ static int tie_and_select(exporter *x)
             r = -1;
     }
     for (i = 0; i < n && r == 0; i++) {
-        const char *a = p->ents[i].name, *b = p->ents[kept[i]].name;
+        const ckpt_safetensors_entry *a = &p->ents[i], *b = &p->ents[kept[i]];
         if (kept[i] == i || !keep[kept[i]]) continue;
-        r = meta_add(x, a, strlen(a), b, strlen(b), 0);
+        r = meta_add(x, a->name, a->name_len, b->name, b->name_len, 0);
         if (++ntied <= NAMES_SHOWN) {
             sb_str(&m, nshown++ ? ", " : "");
-            put_shown_name(&m, p->ents[i].tensor->name);
+            put_shown_name(&m, a->tensor->name, a->tensor->name_len);
             sb_str(&m, " -> ");
-            put_shown_name(&m, p->ents[kept[i]].tensor->name);
+            put_shown_name(&m, b->tensor->name, b->tensor->name_len);
         }
     }
     if (r == 0 && ntied > 0) {
@@ -1262,6 +1272,30 @@ static int tie_and_select(exporter *x)
     return r;
 }
 
+/* Two tensors with one name (a file whose keys flatten to one name,
+ * {'model.fc.weight': t, 'model': {'fc.weight': u}}): safetensors keys are
+ * unique, so the export is refused, naming each one's key path. */
+static int report_clash(exporter *x, const ckpt_safetensors_entry *e)
+{
+    const ckpt_safetensors_entry *a = x->ents;
+    char pa[96], pb[96];
+    sbuf name;
+    int r;
+    while (a < e && (a->name_len != e->name_len || memcmp(a->name, e->name, e->name_len) != 0)) a++;
+    if (ckpt_tensor_path_text(x->f, a->tensor, pa, sizeof pa, NULL) != 0)
+        snprintf(pa, sizeof pa, "?");
+    if (ckpt_tensor_path_text(x->f, e->tensor, pb, sizeof pb, NULL) != 0)
+        snprintf(pb, sizeof pb, "?");
+    memset(&name, 0, sizeof name);
+    put_shown_name(&name, e->tensor->name, e->tensor->name_len);
+    r = fail(x, CKPT_E_FORMAT,
+             "two tensors would be named %s in safetensors, which needs unique names: key paths "
+             "%s and %s (--key selects one)",
+             name.oom ? "?" : name.p, pa, pb);
+    sb_free(&name);
+    return r;
+}
+
 static int collect_tensors(exporter *x)
 {
     exporter *p = x;
@@ -1281,8 +1315,8 @@ static int collect_tensors(exporter *x)
         ckpt_safetensors_entry *e;
         char *copy;
         if (!t) continue;
-        if (x->o.filter && fnmatch(x->o.filter, t->name, 0) != 0) continue;
-        if (!is_utf8(t->name)) {
+        if (!ckpt_name_match(x->o.filter, t->name, t->name_len)) continue;
+        if (!is_utf8(t->name, t->name_len)) {
             /* safetensors keys are JSON strings: UTF-8.  Never rename. */
             if (nraw < NAMES_SHOWN) raw[nraw] = i;
             nraw++;
@@ -1300,7 +1334,7 @@ static int collect_tensors(exporter *x)
             continue;
         }
         name.len = 0;
-        put_utf8(&name, t->name, strlen(t->name));
+        put_utf8(&name, t->name, t->name_len);
         if (name.oom) {
             r = nomem(x);
             break;
@@ -1313,21 +1347,17 @@ static int collect_tensors(exporter *x)
         memcpy(copy, name.p, name.len + 1);
         e = &p->ents[p->n++];
         e->name = copy;
+        e->name_len = name.len;
         e->dtype = dt;
         e->tensor = t;
-        if (strcmp(copy, "__metadata__") == 0) {
+        if (name.len == 12 && memcmp(copy, "__metadata__", 12) == 0) {
             r = fail(x, CKPT_E_FORMAT,
                      "a tensor is named '__metadata__', which safetensors reserves");
             break;
         }
         switch (set_add(&x->names, copy, name.len)) {
         case 1: break;
-        case 0:
-            name.len = 0;
-            put_shown_name(&name, t->name);
-            r = fail(x, CKPT_E_FORMAT, "two tensors would be named %s in safetensors",
-                     name.oom ? "?" : name.p);
-            break;
+        case 0: r = report_clash(x, e); break;
         default: r = nomem(x); break;
         }
         e->begin = pos;
@@ -1340,7 +1370,7 @@ static int collect_tensors(exporter *x)
     if (r == 0 && nbad > 0) r = report_left_out(x, bad, nbad, SHOW_DTYPE);
     if (r == 0 && x->o.filter && p->n == 0 && nraw == 0 && nbad == 0 && nunr == 0) {
         name.len = 0;
-        put_shown_name(&name, x->o.filter);
+        put_shown_name(&name, x->o.filter, strlen(x->o.filter));
         warn(x, "--filter %s matches no tensor", name.oom ? "?" : name.p);
         sb_free(&name);
     }
@@ -1646,7 +1676,7 @@ static int build_header(exporter *x)
         const ckpt_safetensors_entry *e = &p->ents[i];
         const ckpt_tensor *t = e->tensor;
         sb_char(h, ',');
-        put_json_string(h, e->name, strlen(e->name));
+        put_json_string(h, e->name, e->name_len);
         sb_str(h, ":{\"dtype\":\"");
         sb_str(h, e->dtype);
         sb_str(h, "\",\"shape\":[");

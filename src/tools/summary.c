@@ -232,12 +232,13 @@ static size_t tree_child(builder *b, size_t parent, const char *base, size_t sta
     return idx;
 }
 
-/* Count a tensor in every module prefix of its name ("a.b.weight": a, a.b). */
-static int tree_add(builder *b, const char *name, uint64_t numel)
+/* Count a tensor in every module prefix of its name name[0..n) ("a.b.weight":
+ * a, a.b; a name may hold NUL bytes). */
+static int tree_add(builder *b, const char *name, size_t n, uint64_t numel)
 {
     size_t parent = NONE, start = 0;
     const char *dot;
-    while ((dot = strchr(name + start, '.')) != NULL) {
+    while ((dot = memchr(name + start, '.', n - start)) != NULL) {
         size_t len = (size_t)(dot - (name + start));
         size_t idx = tree_child(b, parent, name, start, len);
         if (idx == NONE) return -1;
@@ -338,25 +339,32 @@ static int in_sorted(const ckpt_tensor *const *list, size_t n, const ckpt_tensor
     return 0;
 }
 
-/* t's name relative to root's path. */
-static const char *relative_name(const char *name, const char *prefix, size_t len)
+/* t's name relative to root's path: its first *n bytes move on. */
+static const char *relative_name(const char *name, size_t *n, const char *prefix, size_t len)
 {
-    if (!prefix || strncmp(name, prefix, len) != 0) return name;
-    if (name[len] == '\0') return name + len;
-    if (name[len] == '.') return name + len + 1;
+    if (!prefix || *n < len || memcmp(name, prefix, len) != 0) return name;
+    if (*n == len) {
+        *n = 0;
+        return name + len;
+    }
+    if (name[len] == '.') {
+        *n -= len + 1;
+        return name + len + 1;
+    }
     return name;
 }
 
 /* Tensors, dtypes, storages and modules; with `filter`, only the tensors
- * in under[0..nunder) (sorted). */
-static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_t nunder,
-                  const char *prefix)
+ * in under[0..nunder) (sorted); with `filter` or `used_only`, only the
+ * storages they view. */
+static int gather(builder *b, int filter, int used_only, const ckpt_tensor *const *under,
+                  size_t nunder, const char *prefix)
 {
     ckpt_summary *s = b->s;
     size_t i, n = ckpt_tensor_count(b->f), ns = ckpt_storage_count(b->f);
     size_t plen = prefix ? strlen(prefix) : 0;
     unsigned char *used = NULL;
-    if (filter) {
+    if (filter || used_only) {
         used = calloc(ns ? ns : 1, 1);
         if (!used) return oom(b->err);
     }
@@ -371,8 +379,9 @@ static int gather(builder *b, int filter, const ckpt_tensor *const *under, size_
         else
             t = ckpt_tensor_get(b->f, i, &one, &scratch) == 0 ? &one : NULL;
         if (!t || (filter && !in_sorted(under, nunder, t))) continue;
-        if (add_dtype(s, t) != 0 ||
-            tree_add(b, relative_name(t->name ? t->name : "", prefix, plen), t->numel) != 0) {
+        size_t nl = t->name ? t->name_len : 0;
+        const char *name = relative_name(t->name ? t->name : "", &nl, prefix, plen);
+        if (add_dtype(s, t) != 0 || tree_add(b, name, nl, t->numel) != 0) {
             free(used);
             return oom(b->err);
         }
@@ -480,14 +489,16 @@ CKPT_API ckpt_summary *ckpt_summarize(const ckpt_file *f, const ckpt_value *root
         oom(err);
         return NULL;
     }
-    if (root == ckpt_root(f)) root = NULL;
+    int used_only = root != NULL;          /* a value: the storages its tensors view */
+    if (root == ckpt_root(f)) root = NULL; /* every listed tensor is under it */
     if (root) { /* only the tensors under root */
         under.f = f;
         under.collect = 1;
         if (count_under(&under, root, 0, err) != 0) goto done;
         if (under.n > 1) qsort(under.list, under.n, sizeof *under.list, cmp_ptr);
     }
-    if (gather(&b, root != NULL, under.list, under.n, root ? prefix : NULL) != 0) goto done;
+    if (gather(&b, root != NULL, used_only, under.list, under.n, root ? prefix : NULL) != 0)
+        goto done;
     if (tree_finish(&b) != 0) {
         oom(err);
         goto done;

@@ -11,6 +11,7 @@
 #include "ckpt_text.h"
 #include "ckpt_walk.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,129 @@ CKPT_API size_t ckpt_base64(char *out, size_t cap, const void *data, size_t n)
     }
     out[o] = '\0';
     return o;
+}
+
+CKPT_API size_t ckpt_json_escape(char *out, size_t cap, const char *str, size_t n, size_t *consumed)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, o = 0, k, elen, room;
+    char esc[8];
+
+    if (out && cap == 0) {
+        if (consumed) *consumed = 0;
+        return 0;
+    }
+    room = out ? cap - 1 : (size_t)-1;
+    while (i < n) {
+        unsigned c = s[i];
+        uint32_t cp = c;
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            if (o >= room) break;
+            if (out) out[o] = (char)c;
+            o++;
+            i++;
+            continue;
+        }
+        k = 1;
+        if (c >= 0x80 && (k = ckpt_utf8_seq(str + i, n - i)) > 0) {
+            cp = utf8_decode(s + i, k);
+            if (!invisible(cp)) {
+                if (k > room - o) break;
+                if (out) memcpy(out + o, s + i, k);
+                o += k;
+                i += k;
+                continue;
+            }
+        } else if (c >= 0x80) { /* not UTF-8: a lone low surrogate, as surrogateescape */
+            k = 1;
+            cp = 0xDC00u | c;
+        }
+        esc[0] = '\\';
+        elen = 2;
+        switch (cp) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default: /* every such character is below U+10000 */
+            esc[1] = 'u';
+            esc[2] = hex[(cp >> 12) & 15];
+            esc[3] = hex[(cp >> 8) & 15];
+            esc[4] = hex[(cp >> 4) & 15];
+            esc[5] = hex[cp & 15];
+            elen = 6;
+            break;
+        }
+        if (elen > room - o) break;
+        if (out) memcpy(out + o, esc, elen);
+        o += elen;
+        i += k;
+    }
+    if (out) out[o] = '\0';
+    if (consumed) *consumed = i;
+    return o;
+}
+
+CKPT_API int ckpt_name_match(const char *glob, const char *name, size_t len)
+{
+    char buf[512], *esc;
+    size_t n;
+    int r;
+    if (!glob) return 1;
+    if (!name) return 0;
+    if (!memchr(name, '\0', len) && fnmatch(glob, name, 0) == 0) return 1;
+    n = ckpt_escape(NULL, 0, name, len, (size_t)-1, 0, NULL);
+    if (n == len && !memchr(name, '\0', len)) return 0; /* escaping changes nothing */
+    esc = n < sizeof buf ? buf : malloc(n + 1);
+    if (!esc) return 0;
+    ckpt_escape(esc, n + 1, name, len, (size_t)-1, 0, NULL);
+    r = fnmatch(glob, esc, 0) == 0;
+    if (esc != buf) free(esc);
+    return r;
+}
+
+CKPT_API int ckpt_tensor_path_text(const ckpt_file *f, const ckpt_tensor *t, char *out, size_t cap,
+                                   ckpt_error *err)
+{
+    size_t ends[64], np = 0, k, o = 0, start = 0, c, len;
+    const size_t shown = sizeof ends / sizeof ends[0];
+    if (!out || cap < 16) {
+        if (err) {
+            err->code = CKPT_E_ARG;
+            err->offset = -1;
+            snprintf(err->message, sizeof err->message, "ckpt_tensor_path_text: cap below 16");
+        }
+        return -1;
+    }
+    out[0] = '\0';
+    if (ckpt_tensor_name_parts(f, t, ends, shown, &np, err) != 0) return -1;
+    if (np == 0) {
+        snprintf(out, cap, "(root)");
+        return 0;
+    }
+    for (k = 0; k < np && k < shown; k++) {
+        const char *p = t->name + start;
+        size_t n = ends[k] - start;
+        /* ["part"], or "..." when the rest does not fit */
+        if (cap - o < 8) break;
+        memcpy(out + o, "[\"", 2);
+        o += 2;
+        len = ckpt_escape(out + o, cap - o - 3, p, n, (size_t)-1, CKPT_ESCAPE_QUOTED, &c);
+        o += len;
+        if (c < n) break;
+        memcpy(out + o, "\"]", 3);
+        o += 2;
+        start = ends[k] + 1;
+    }
+    if (k < np) { /* cut: "..." at the end, in the room kept for it */
+        if (o > cap - 4) o = cap - 4;
+        memcpy(out + o, "...", 4);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -73,14 +73,60 @@ static int name_index_reserve(ck_name_index *m, size_t n)
     return 0;
 }
 
-static bool name_is(const char *name, const char *k, size_t n)
+/* Append (a, b) to a list kept in the order of a: 0, or -1 on OOM. */
+static int pair_push(ckpt_file *f, ck_pair_list *l, size_t a, size_t b)
 {
-    return memcmp(name, k, n) == 0 && name[n] == 0;
+    if (l->n == l->cap) { /* arena: doubled, the old one left */
+        size_t nc = l->cap ? l->cap * 2 : 8;
+        ck_pair *nv = ck_alloc(&f->arena, nc * sizeof *nv);
+        if (!nv) return -1;
+        if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = (ck_pair){a, b};
+    return 0;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    size_t x = ((const ck_pair *)a)->a, y = ((const ck_pair *)b)->a;
+    return x < y ? -1 : x > y;
+}
+
+/* The position in l of the first pair whose a is `a`, or l->n. */
+static size_t pair_find(const ck_pair_list *l, size_t a)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].a < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < l->n && l->v[lo].a == a ? lo : l->n;
+}
+
+/* The length of listed tensor idx's name. */
+static size_t listed_len(const ckpt_file *f, size_t idx)
+{
+    if (f->nul_names.n) {
+        size_t at = pair_find(&f->nul_names, idx);
+        if (at < f->nul_names.n) return f->nul_names.v[at].b;
+    }
+    return strlen(f->listed[idx].name);
+}
+
+/* Is listed tensor idx named k[0..n)? */
+static bool name_eq(const ckpt_file *f, size_t idx, const char *k, size_t n)
+{
+    return listed_len(f, idx) == n && memcmp(f->listed[idx].name, k, n) == 0;
 }
 
 /* Add tensor `idx` (f->listed[idx].name, n bytes, hashed to h): 0, 1 when
- * the name is taken, -1 on OOM. */
-static int name_index_add(ckpt_file *f, size_t idx, size_t n, uint64_t h)
+ * an earlier tensor has the name (its index in *first), -1 on OOM. */
+static int name_index_add(ckpt_file *f, size_t idx, size_t n, uint64_t h, size_t *first)
 {
     ck_name_index *m = &f->tensor_names;
     if (idx >= UINT32_MAX || name_index_reserve(m, m->count + 1)) return -1;
@@ -88,26 +134,43 @@ static int name_index_add(ckpt_file *f, size_t idx, size_t n, uint64_t h)
     uint32_t tag = (uint32_t)h;
     size_t i;
     for (i = name_home(tag, m->cap); m->slots[i].idx; i = i + 1 == m->cap ? 0 : i + 1)
-        if (m->slots[i].tag == tag && name_is(f->listed[m->slots[i].idx - 1].name, k, n)) return 1;
+        if (m->slots[i].tag == tag && name_eq(f, m->slots[i].idx - 1, k, n)) {
+            *first = m->slots[i].idx - 1;
+            return 1;
+        }
     m->slots[i].tag = tag;
     m->slots[i].idx = (uint32_t)(idx + 1);
     m->count++;
     return 0;
 }
 
-/* The index of the listed tensor named k, or (size_t)-1. */
-static size_t name_index_get(const ckpt_file *f, const char *k)
+/* The index of the first listed tensor named k[0..n), or (size_t)-1. */
+static size_t name_index_get(const ckpt_file *f, const char *k, size_t n)
 {
     const ck_name_index *m = &f->tensor_names;
     if (!m->cap) return (size_t)-1;
-    size_t n = strlen(k);
     uint64_t h = ck_hash(k, n);
     uint32_t tag = (uint32_t)h;
     for (size_t i = name_home(tag, m->cap); m->slots[i].idx; i = i + 1 == m->cap ? 0 : i + 1) {
         size_t idx = m->slots[i].idx - 1;
-        if (m->slots[i].tag == tag && name_is(f->listed[idx].name, k, n)) return idx;
+        if (m->slots[i].tag == tag && name_eq(f, idx, k, n)) return idx;
     }
     return (size_t)-1;
+}
+
+/* The listing index of a listed tensor's descriptor (the library's or a
+ * caller's copy), known by its name: every listing has a pointer of its
+ * own into the file (ck_listed).  Only t->name is read: a copy made by an
+ * older caller (ckpt_tensor_get() of a shorter struct) has no name_len.
+ * (size_t)-1 when t is not one of f's listed tensors. */
+static size_t listed_index(const ckpt_file *f, const ckpt_tensor *t)
+{
+    if (!t->name) return (size_t)-1;
+    size_t idx = name_index_get(f, t->name, strlen(t->name));
+    if (idx < f->ntensors && f->listed[idx].name == t->name) return idx;
+    /* named as an earlier tensor, or a name holding a NUL byte */
+    size_t at = pair_find(&f->by_ptr, (size_t)(uintptr_t)t->name);
+    return at < f->by_ptr.n ? f->by_ptr.v[at].b : (size_t)-1;
 }
 
 /* Append (idx, t) to a list kept in index order: 0, or -1 on OOM. */
@@ -173,20 +236,38 @@ typedef struct walker {
         uint64_t h;
     } ahead[16];
     size_t ahead_at;
+    size_t count; /* tensors listed (find mode: met) so far */
+    /* find mode (find_walk()): walk again as naming did, listing nothing
+     * and allocating nothing in the file, to learn how names were made */
+    bool find;
+    bool stop;              /* every target met: the walk ends early */
+    const size_t *targets;  /* listing indices wanted, ascending */
+    size_t ntargets, tnext; /* how many; the next one wanted */
+    size_t *parts;          /* where each part of the name being made ends */
+    size_t nparts, cap_parts;
+    int (*found)(struct walker *w, size_t idx, void *ctx); /* at each target */
+    void *found_ctx;
 } walker;
 
-/* Add the pending name to the index: 0, or -1 with w->err set. */
+/* Add the pending name to the index: 0, or -1 with w->err set.  A name an
+ * earlier tensor has is kept (check_clashes() looks at it after the walk),
+ * with a pointer of its own. */
 static int flush_name(walker *w)
 {
     if (!w->pending) return 0;
     ckpt_file *f = w->f;
-    size_t idx = w->pending - 1;
+    size_t idx = w->pending - 1, first = 0;
     w->pending = 0;
-    int added = name_index_add(f, idx, w->pending_len, w->pending_h);
+    int added = name_index_add(f, idx, w->pending_len, w->pending_h, &first);
     if (added < 0) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
-    if (added > 0)
-        return ck_fail(w->err, CKPT_E_FORMAT, f->listed[idx].t->offset_pos,
-                       "two tensors are named '%s'", f->listed[idx].name);
+    if (added > 0) {
+        ck_listed *l = &f->listed[idx];
+        if (l->name == f->listed[first].name &&
+            !(l->name = ck_strndup(&f->arena, l->name, w->pending_len)))
+            return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        if (pair_push(f, &f->dups, idx, first))
+            return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    }
     return 0;
 }
 
@@ -209,6 +290,16 @@ static int name_push(walker *w, const char *s, size_t n, size_t *saved)
     *saved = w->len;
     w->whole = NULL;
     size_t len = w->len + (w->len ? 1 : 0) + n;
+    if (w->find) { /* where this part ends */
+        if (w->nparts == w->cap_parts) {
+            size_t nc = w->cap_parts ? w->cap_parts * 2 : 16;
+            size_t *p = realloc(w->parts, nc * sizeof *p);
+            if (!p) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+            w->parts = p;
+            w->cap_parts = nc;
+        }
+        w->parts[w->nparts++] = len;
+    }
     if (w->stored == w->len && len <= CK_MAX_NAME_BYTES) {
         if (len + 1 > w->cap) {
             size_t nc = w->cap ? w->cap : 256;
@@ -229,6 +320,7 @@ static int name_push(walker *w, const char *s, size_t n, size_t *saved)
 
 static void name_pop(walker *w, size_t saved)
 {
+    if (w->find && w->nparts) w->nparts--;
     w->len = saved;
     if (saved <= w->stored) {
         w->stored = saved;
@@ -267,6 +359,12 @@ static size_t key_name(const ckpt_value *k, size_t i, char *buf, size_t cap, con
 }
 
 static int walk(walker *w, const ckpt_value *v, uint32_t depth);
+
+/* 1 when naming listed value `id` as a numpy array, else 0. */
+static int numpy_listed(const ckpt_file *f, uint32_t id)
+{
+    return pair_find(&f->np_ids, id) < f->np_ids.n;
+}
 
 /* s[0..n): a path component; `kept` when s is NUL-terminated and lives
  * as long as the file (a str value's text, a literal), so that a tensor
@@ -433,7 +531,7 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
     } else {
         w->onpath[v->id] = (uint8_t)(depth + 2);
     }
-    size_t ntensors = w->f->ntensors;
+    size_t ntensors = w->count;
     uint32_t cycle_min = w->cycle_min;
     w->cycle_min = UINT32_MAX;
     int r = 0;
@@ -450,9 +548,12 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
         if (walk_qconv(w, v, depth, &r)) break;
         {
             ck_tdef *nt = NULL;
-            r = ck_kind_numpy(w->f, v, &nt, w->err);
+            /* find mode rebuilds nothing: naming recorded which are arrays */
+            r = w->find ? numpy_listed(w->f, v->id) : ck_kind_numpy(w->f, v, &nt, w->err);
             if (r != 0) { /* a numpy array: a tensor over its bytes in the pickle */
                 if (r > 0) r = emit_one(w, nt);
+                if (r == 0 && !w->find && pair_push(w->f, &w->f->np_ids, v->id, 0))
+                    r = ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
                 break;
             }
         }
@@ -474,7 +575,7 @@ static int walk(walker *w, const ckpt_value *v, uint32_t depth)
     /* A walk that listed no tensor and was cut short by no cycle through a
      * value above v saw everything reachable from v, whatever the path to v:
      * shared again (memo/DUP "billion laughs"), v is not walked again. */
-    w->onpath[v->id] = r == 0 && w->f->ntensors == ntensors && w->cycle_min >= depth ? 1 : 0;
+    w->onpath[v->id] = r == 0 && w->count == ntensors && w->cycle_min >= depth ? 1 : 0;
     if (cycle_min < w->cycle_min) w->cycle_min = cycle_min;
     return r;
 }
@@ -772,16 +873,17 @@ static int emit(walker *w, const ckpt_value *v)
         CK_TRY(name_push(w, pn, strlen(pn), &saved));
         size_t at = w->f->ntensors;
         int r = emit_one(w, k->parts[i]);
-        if (r == 0 && at < w->f->ntensors && held_push(w->f, &w->f->sparse_of, at, t))
+        if (r == 0 && !w->find && at < w->f->ntensors && held_push(w->f, &w->f->sparse_of, at, t))
             r = ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
         name_pop(w, saved);
         CK_TRY(r);
     }
-    if (!k->desc) { /* the sparse tensor itself, for ckpt_value_tensor() */
+    if (!k->desc && !w->find) { /* the sparse tensor itself, for ckpt_value_tensor() */
         const char *name = w->name ? w->name : "";
         ckpt_tensor *d = ck_alloc(&w->f->arena, sizeof *d);
-        if (!d || !(d->name = ck_strndup(&w->f->arena, name, strlen(name))))
+        if (!d || !(d->name = ck_strndup(&w->f->arena, name, w->len)))
             return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        d->name_len = w->len;
         describe(w->f, t, d);
         d->layout = k->layout;
         k->desc = d;
@@ -789,8 +891,22 @@ static int emit(walker *w, const ckpt_value *v)
     return 0;
 }
 
+/* Find mode's emit_one(): the listing index met, and at a target its
+ * name's parts to found(). */
+static int find_one(walker *w)
+{
+    size_t idx = w->count++;
+    if (w->tnext >= w->ntargets || w->targets[w->tnext] != idx) return 0;
+    w->tnext++;
+    CK_TRY(w->found(w, idx, w->found_ctx));
+    if (w->tnext < w->ntargets) return 0;
+    w->stop = true; /* nothing more to learn: unwind */
+    return -1;
+}
+
 static int emit_one(walker *w, ck_tdef *t)
 {
+    if (w->find) return find_one(w);
     ckpt_file *f = w->f;
     const char *name = w->name ? w->name : "";
     CK_TRY(flush_name(w)); /* the previous tensor's name: a duplicate is told first */
@@ -830,9 +946,11 @@ static int emit_one(walker *w, ck_tdef *t)
     CK_TRY(ck_grow((void **)&f->listed, &f->cap_listed, f->ntensors + 1, sizeof *f->listed,
                    w->err));
     ck_listed *l = &f->listed[f->ntensors];
-    size_t nlen = strlen(name); /* a key with a NUL byte: the name is what a C string shows */
+    size_t nlen = w->len; /* every byte: a key may hold NUL bytes ('w\x00evil') */
     *l = (ck_listed){w->whole ? w->whole : ck_strndup(&f->arena, name, nlen), t};
     if (!l->name) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+    if (memchr(name, 0, nlen) && pair_push(f, &f->nul_names, f->ntensors, nlen))
+        return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
     size_t j = w->ahead_at; /* hashed ahead by walk_dict() when the name is its key */
     uint64_t h =
         w->ahead[j].p == l->name && w->ahead[j].n == nlen ? w->ahead[j].h : ck_hash(l->name, nlen);
@@ -850,24 +968,310 @@ static int emit_one(walker *w, ck_tdef *t)
     if (ck_add_ovf(f->total_bytes, nbytes, &f->total_bytes))
         f->total_bytes = UINT64_MAX; /* huge views list */
     f->ntensors++;
+    w->count++;
     return 0;
 }
 
+/* What naming walks: the selected value, or what a container named its
+ * tensors from (TorchScript) when no key is selected. */
+static const ckpt_value *names_from(const ckpt_file *f)
+{
+    return f->names_root && !f->opt.key ? f->names_root : f->sel;
+}
+
+/* Walk again as naming did, listing nothing: found(w, idx, ctx) is called
+ * at each listing index in targets[0..n) (ascending, no repeats) with the
+ * ends of its name's parts in w->parts[0..w->nparts).  The file is only
+ * read (numpy arrays are known from f->np_ids, not rebuilt), so this may
+ * run on a file in use by other threads.  0, or -1 with err set. */
+static int find_walk(const ckpt_file *f, const size_t *targets, size_t n,
+                     int (*found)(walker *w, size_t idx, void *ctx), void *ctx, ckpt_error *err)
+{
+    if (n == 0) return 0;
+    walker w = {.f = (ckpt_file *)f,
+                .err = err,
+                .find = true,
+                .targets = targets,
+                .ntargets = n,
+                .found = found,
+                .found_ctx = ctx,
+                .cycle_min = UINT32_MAX};
+    w.onpath = calloc(f->pk.next_id ? f->pk.next_id : 1, sizeof *w.onpath);
+    if (f->opt.max_depth >= DEEP_FROM)
+        w.deep = malloc((f->opt.max_depth + 1 - DEEP_FROM) * sizeof *w.deep);
+    int r;
+    if (!w.onpath || (f->opt.max_depth >= DEEP_FROM && !w.deep))
+        r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    else if ((r = walk(&w, names_from(f), 0)) == 0 || w.stop)
+        r = w.stop
+                ? 0
+                : ck_fail(err, CKPT_E_ARG, -1, "tensor %zu was not named again", targets[w.tnext]);
+    free(w.onpath);
+    free(w.deep);
+    free(w.name);
+    free(w.parts);
+    return r;
+}
+
+/* Parts of the names of the tensors in a clash (check_clashes()), one
+ * run of ends a target. */
+typedef struct clash_parts {
+    size_t *ends; /* every target's ends, one after the other */
+    size_t n, cap;
+    size_t *at, *nat; /* by target position: where its run starts, its length */
+    size_t next;      /* the target position found() fills next */
+} clash_parts;
+
+static int keep_parts(walker *w, size_t idx, void *ctx)
+{
+    (void)idx;
+    clash_parts *c = ctx;
+    if (c->n + w->nparts > c->cap) {
+        size_t nc = c->cap ? c->cap : 64;
+        while (nc < c->n + w->nparts) nc *= 2;
+        size_t *p = realloc(c->ends, nc * sizeof *p);
+        if (!p) return ck_fail(w->err, CKPT_E_NOMEM, -1, "out of memory");
+        c->ends = p;
+        c->cap = nc;
+    }
+    if (w->nparts) memcpy(c->ends + c->n, w->parts, w->nparts * sizeof *w->parts);
+    c->at[c->next] = c->n;
+    c->nat[c->next] = w->nparts;
+    c->next++;
+    c->n += w->nparts;
+    return 0;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The position of x in the ascending v[0..n) (present). */
+static size_t find_size(const size_t *v, size_t n, size_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Tensors named as an earlier one.  Two different key paths that flatten
+ * to one name ({'model.fc.weight': t, 'model': {'fc.weight': u}}) are a
+ * valid file: both are listed, ckpt_find() gives the first, and a note
+ * says so.  The same path twice (a dict that sets one key twice, which no
+ * pickler writes: torch.load keeps the last value) is refused. */
+static int check_clashes(ckpt_file *f, ckpt_error *err)
+{
+    size_t nd = f->dups.n, nt = 0;
+    size_t *targets = malloc(2 * nd * sizeof *targets);
+    clash_parts c = {0};
+    c.at = malloc(2 * nd * sizeof *c.at);
+    c.nat = malloc(2 * nd * sizeof *c.nat);
+    int r = 0;
+    if (!targets || !c.at || !c.nat) {
+        r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nd; i++) {
+        targets[nt++] = f->dups.v[i].a;
+        targets[nt++] = f->dups.v[i].b;
+    }
+    qsort(targets, nt, sizeof *targets, cmp_size);
+    size_t u = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (u == 0 || targets[u - 1] != targets[i]) targets[u++] = targets[i];
+    nt = u;
+    if ((r = find_walk(f, targets, nt, keep_parts, &c, err)) != 0) goto done;
+    for (size_t i = 0; i < nd; i++) {
+        size_t a = find_size(targets, nt, f->dups.v[i].a),
+               b = find_size(targets, nt, f->dups.v[i].b);
+        if (c.nat[a] != c.nat[b] ||
+            memcmp(c.ends + c.at[a], c.ends + c.at[b], c.nat[a] * sizeof *c.ends) != 0)
+            continue;
+        const ck_listed *l = &f->listed[f->dups.v[i].a];
+        r = ck_fail(err, CKPT_E_FORMAT, l->t->offset_pos,
+                    "two tensors are named '%s' by the same key path (a key set twice)", l->name);
+        goto done;
+    }
+    {
+        const ck_listed *l = &f->listed[f->dups.v[0].b];
+        bool nul = listed_len(f, f->dups.v[0].b) != strlen(l->name);
+        r = ck_note(&f->pk,
+                    "name clash: tensors %zu and %zu are both named '%.80s'%s, by different key "
+                    "paths (%zu tensor%s named as an earlier one in all); an output that needs "
+                    "a name a tensor (safetensors, a .npy file each) cannot hold both",
+                    f->dups.v[0].b, f->dups.v[0].a, l->name, nul ? " (cut at a NUL byte)" : "", nd,
+                    nd == 1 ? "" : "s");
+        if (r) r = ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    }
+done:
+    free(targets);
+    free(c.at);
+    free(c.nat);
+    free(c.ends);
+    return r;
+}
+
+/* Sort by (a, b). */
+static int cmp_pair2(const void *x, const void *y)
+{
+    const ck_pair *p = x, *q = y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* f->clash_next and f->by_ptr, so that ckpt_find_next() and the index of
+ * a descriptor take a binary search, however many names clash. */
+static int index_clashes(ckpt_file *f, ckpt_error *err)
+{
+    size_t nd = f->dups.n, nm = 0;
+    ck_pair *m = nd ? malloc(2 * nd * sizeof *m) : NULL; /* (first, member) */
+    if (nd && !m) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    for (size_t i = 0; i < nd; i++) {
+        m[nm++] = (ck_pair){f->dups.v[i].b, f->dups.v[i].a};
+        m[nm++] = (ck_pair){f->dups.v[i].b, f->dups.v[i].b};
+    }
+    if (nm) qsort(m, nm, sizeof *m, cmp_pair2);
+    int r = 0;
+    for (size_t i = 0; i < nm && r == 0; i++) {
+        if (i + 1 < nm && m[i + 1].a == m[i].a && m[i + 1].b == m[i].b) continue; /* a first again */
+        size_t next = i + 1 < nm && m[i + 1].a == m[i].a ? m[i + 1].b : SIZE_MAX;
+        if (pair_push(f, &f->clash_next, m[i].b, next)) r = -1;
+    }
+    free(m);
+    for (size_t i = 0; i < nd && r == 0; i++)
+        if (pair_push(f, &f->by_ptr, (size_t)(uintptr_t)f->listed[f->dups.v[i].a].name,
+                      f->dups.v[i].a))
+            r = -1;
+    for (size_t i = 0; i < f->nul_names.n && r == 0; i++)
+        if (pair_push(f, &f->by_ptr, (size_t)(uintptr_t)f->listed[f->nul_names.v[i].a].name,
+                      f->nul_names.v[i].a))
+            r = -1;
+    if (r) return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
+    if (f->clash_next.n > 1)
+        qsort(f->clash_next.v, f->clash_next.n, sizeof *f->clash_next.v, cmp_pair);
+    if (f->by_ptr.n > 1) qsort(f->by_ptr.v, f->by_ptr.n, sizeof *f->by_ptr.v, cmp_pair);
+    return 0;
+}
+
+/* ---- --key: a top-level key or a path of keys ----------------------------- */
+
+/* The value under the key spelled s[0..n) in v, as naming spells keys
+ * (key_name(): a str key's bytes, an int key's decimal, ...; the last of
+ * equal keys), a list or tuple index (decimal, no leading zero), a
+ * module's parameter, buffer or submodule, another object's items or
+ * state dict.  *steps counts the entries looked at. */
+static const ckpt_value *child_dict(const ckpt_value *d, const char *s, size_t n, uint64_t *steps)
+{
+    if (!d || d->kind != CKPT_V_DICT) return NULL;
+    const ckpt_value *found = NULL;
+    char buf[48];
+    for (size_t i = 0; i + 1 < d->u.seq.n; i += 2) {
+        const char *k;
+        size_t kl = key_name(d->u.seq.v[i], i / 2, buf, sizeof buf, &k);
+        if (kl == n && memcmp(k, s, n) == 0) found = d->u.seq.v[i + 1];
+    }
+    *steps += d->u.seq.n / 2 + 1;
+    return found;
+}
+
+static const ckpt_value *child(const ckpt_value *v, const char *s, size_t n, uint64_t *steps)
+{
+    const ckpt_value *c = NULL;
+    switch (v->kind) {
+    case CKPT_V_DICT: return child_dict(v, s, n, steps);
+    case CKPT_V_LIST:
+    case CKPT_V_TUPLE: {
+        size_t idx = 0;
+        if (n == 0 || n > 18 || (n > 1 && s[0] == '0')) return NULL;
+        for (size_t i = 0; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9') return NULL;
+            idx = idx * 10 + (size_t)(s[i] - '0');
+        }
+        *steps += 1;
+        return idx < v->u.seq.n ? v->u.seq.v[idx] : NULL;
+    }
+    case CKPT_V_OBJECT:
+        if (is_module(v)) {
+            const ckpt_value *st = v->u.obj->state;
+            if (!(c = child_dict(ck_dict_get(st, "_parameters"), s, n, steps)) &&
+                !(c = child_dict(ck_dict_get(st, "_buffers"), s, n, steps)))
+                c = child_dict(ck_dict_get(st, "_modules"), s, n, steps);
+            return c && c->kind != CKPT_V_NONE ? c : NULL;
+        }
+        if (!(c = child_dict(v->u.obj->items, s, n, steps)))
+            c = child_dict(v->u.obj->state, s, n, steps);
+        return c;
+    default: return NULL;
+    }
+}
+
+/* The value at the dotted path s[0..n) under v: at each level the longest
+ * run of components that is a key wins, shorter runs are tried after.
+ * NULL when there is none or the search takes more than *budget steps
+ * (*over set). */
+static const ckpt_value *resolve(const ckpt_value *v, const char *s, size_t n, uint64_t *steps,
+                                 uint64_t budget)
+{
+    size_t end = n;
+    for (;;) {
+        if (*steps > budget) return NULL;
+        const ckpt_value *c = child(v, s, end, steps);
+        if (c) {
+            const ckpt_value *r =
+                end == n ? c : resolve(c, s + end + 1, n - end - 1, steps, budget);
+            if (r) return r;
+        }
+        while (end > 0 && s[end - 1] != '.') end--;
+        if (end == 0) return NULL;
+        end--; /* at the dot */
+    }
+}
+
+/* opt.key: a top-level key, else a path of keys (the same rule at every
+ * level, so a key holding dots is reached too: "a.b.c" is the key "a.b.c",
+ * or "c" of "a.b", or "b.c" of "a", or "c" of "b" of "a"). */
 static int select_key(ckpt_file *f, ckpt_error *err)
 {
     f->sel = f->root;
     if (!f->opt.key) return 0;
+    const char *key = f->opt.key;
+    size_t kn = f->opt.key_len;
     const ckpt_value *d = f->root;
     if (d && d->kind == CKPT_V_OBJECT && d->u.obj->items) d = d->u.obj->items;
-    if (!d || d->kind != CKPT_V_DICT)
-        return ck_fail(err, CKPT_E_NOTFOUND, -1,
-                       "no top-level key '%s': the object is a %s, not a dict", f->opt.key,
-                       d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
-    const ckpt_value *v = ck_dict_get(d, f->opt.key);
+    const ckpt_value *v = NULL;
+    if (d && d->kind == CKPT_V_DICT) /* a str key spelled so: the last of equal keys */
+        for (size_t i = 0; i + 1 < d->u.seq.n; i += 2) {
+            const ckpt_value *k = d->u.seq.v[i];
+            if (k->kind == CKPT_V_STR && k->u.s.n == kn && memcmp(k->u.s.p, key, kn) == 0)
+                v = d->u.seq.v[i + 1];
+        }
+    if (!v && f->root) {
+        uint64_t steps = 0, budget = ck_budget(f->opt.max_expansion, f->pk.pickle_bytes);
+        v = resolve(f->root, key, kn, &steps, budget);
+        if (!v && steps > budget)
+            return ck_fail(err, CKPT_E_LIMIT, -1,
+                           "looking for key '%s' visits more than %llu keys (max_expansion)", key,
+                           (unsigned long long)budget);
+    }
     if (v) {
         f->sel = (ckpt_value *)v;
         return 0;
     }
+    if (memchr(key, '.', kn))
+        return ck_fail(err, CKPT_E_NOTFOUND, -1,
+                       "no key '%.200s', as a top-level key or a path of keys", key);
+    if (!d || d->kind != CKPT_V_DICT)
+        return ck_fail(err, CKPT_E_NOTFOUND, -1,
+                       "no top-level key '%s': the object is a %s, not a dict", key,
+                       d ? ckpt_kind_name((ckpt_kind)d->kind) : "nothing");
     char list[200];
     size_t n = 0;
     list[0] = 0;
@@ -883,7 +1287,7 @@ static int select_key(ckpt_file *f, ckpt_error *err)
         }
         n += (size_t)w;
     }
-    return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s'; keys are: %s", f->opt.key,
+    return ck_fail(err, CKPT_E_NOTFOUND, -1, "no top-level key '%s'; keys are: %s", key,
                    n ? list : "(none)");
 }
 
@@ -915,8 +1319,12 @@ int ck_catalogue(ckpt_file *f, ckpt_error *err)
         free(w.deep);
         return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
     }
-    int r = walk(&w, f->names_root && !f->opt.key ? f->names_root : f->sel, 0);
+    int r = walk(&w, names_from(f), 0);
     if (r == 0) r = flush_name(&w);
+    if (r == 0 && f->np_ids.n > 1) /* find mode looks them up */
+        qsort(f->np_ids.v, f->np_ids.n, sizeof *f->np_ids.v, cmp_pair);
+    if (r == 0 && f->dups.n) r = check_clashes(f, err);
+    if (r == 0 && (f->dups.n || f->nul_names.n)) r = index_clashes(f, err);
     /* tensors that naming did not reach (outside the key, non-persistent
      * buffers): a nameless descriptor when their extent is sound */
     for (size_t i = 0; r == 0 && i < f->ntdefs; i++) {
@@ -983,6 +1391,7 @@ static void describe_listed(const ckpt_file *f, size_t i, ckpt_tensor *o)
     const ck_listed *l = &f->listed[i];
     memset(o, 0, sizeof *o);
     o->name = l->name;
+    o->name_len = listed_len(f, i);
     describe(f, l->t, o);
     const ck_tdef *sparse = held_find(&f->sparse_of, i);
     if (sparse) {
@@ -1038,7 +1447,46 @@ int ckpt_tensor_get_sized(const ckpt_file *f, size_t i, ckpt_tensor *out, size_t
 
 const ckpt_tensor *ckpt_find(const ckpt_file *f, const char *name)
 {
-    return f && name ? ckpt_tensor_at(f, name_index_get(f, name)) : NULL;
+    return f && name ? ckpt_tensor_at(f, name_index_get(f, name, strlen(name))) : NULL;
+}
+
+const ckpt_tensor *ckpt_find_n(const ckpt_file *f, const char *name, size_t len)
+{
+    return f && (name || !len) ? ckpt_tensor_at(f, name_index_get(f, name ? name : "", len)) : NULL;
+}
+
+const ckpt_tensor *ckpt_find_next(const ckpt_file *f, const ckpt_tensor *t)
+{
+    if (!f || !t || !f->clash_next.n) return NULL;
+    size_t at = pair_find(&f->clash_next, listed_index(f, t));
+    return at < f->clash_next.n ? ckpt_tensor_at(f, f->clash_next.v[at].b) : NULL;
+}
+
+typedef struct parts_out {
+    size_t *ends, cap, n;
+} parts_out;
+
+static int give_parts(walker *w, size_t idx, void *ctx)
+{
+    (void)idx;
+    parts_out *o = ctx;
+    o->n = w->nparts;
+    for (size_t i = 0; i < w->nparts && i < o->cap; i++) o->ends[i] = w->parts[i];
+    return 0;
+}
+
+int ckpt_tensor_name_parts(const ckpt_file *f, const ckpt_tensor *t, size_t *ends, size_t cap,
+                           size_t *nparts, ckpt_error *err)
+{
+    if (nparts) *nparts = 0;
+    if (!f || !t || !nparts || (cap && !ends)) return ck_fail(err, CKPT_E_ARG, -1, "null argument");
+    size_t idx = listed_index(f, t);
+    if (idx >= f->ntensors)
+        return ck_fail(err, CKPT_E_ARG, -1, "the tensor is not one the file lists");
+    parts_out o = {ends, cap, 0};
+    CK_TRY(find_walk(f, &idx, 1, give_parts, &o, err));
+    *nparts = o.n;
+    return 0;
 }
 size_t ckpt_storage_count(const ckpt_file *f)
 {
@@ -1273,9 +1721,9 @@ static int mem_read(const ckpt_file *f, const ckpt_tensor *t, uint64_t start, ui
 {
     /* a listed tensor (the library's descriptor or a caller's copy) is
      * known by its name, which points into the file's own memory */
-    size_t idx = t->name ? name_index_get(f, t->name) : (size_t)-1;
+    size_t idx = listed_index(f, t);
     const ck_tdef *d = NULL;
-    if (idx < f->ntensors && f->listed[idx].name == t->name) d = held_find(&f->held, idx);
+    if (idx < f->ntensors) d = held_find(&f->held, idx);
     if (!d || !d->kind || !d->kind->bytes)
         return ck_fail(err, CKPT_E_ARG, -1, "tensor '%s' has no data",
                        t->name ? t->name : "(unnamed)");

@@ -203,9 +203,22 @@ void ck_name_index_free(ck_name_index *m);
  * many tensors holds 16 bytes a tensor, not 192.  A sparse component's
  * sparse tensor is in ckpt_file.sparse_of. */
 typedef struct ck_listed {
-    const char *name; /* arena; unique among the listed (ckpt_find) */
+    const char *name; /* arena, NUL-terminated; its own pointer (no two
+                         listings share one), though not always a name of
+                         its own: see ckpt_file.dups.  A name holding a
+                         NUL byte has its length in ckpt_file.nul_names */
     ck_tdef *t;       /* its rebuild (a sparse tensor: the component's) */
 } ck_listed;
+
+/* Pairs of sizes kept in the order of their first member (arena, doubled,
+ * the old array left): facts about a few listed tensors, by index. */
+typedef struct ck_pair {
+    size_t a, b;
+} ck_pair;
+typedef struct ck_pair_list {
+    ck_pair *v;
+    size_t n, cap;
+} ck_pair_list;
 
 /* Descriptors built by ckpt_tensor_at(), a chunk of this many at a time. */
 #define CK_TCHUNK_BITS 7u
@@ -283,6 +296,21 @@ struct ckpt_file {
     ck_held_list held;
     /* listed components of sparse tensors: the sparse tensor's rebuild */
     ck_held_list sparse_of;
+    /* listed tensors whose name holds a NUL byte (a key 'w\x00evil'):
+     * (index, length of the name); none in most files */
+    ck_pair_list nul_names;
+    /* listed tensors named as an earlier one (a file whose flattened names
+     * clash, {'a.b': x, 'a': {'b': y}}): (index, the first one's index) */
+    ck_pair_list dups;
+    /* value ids of the numpy arrays naming listed (sorted after naming): a
+     * later walk (catalogue.c's find mode) knows them without rebuilding */
+    ck_pair_list np_ids;
+    /* made after naming, when names clash: (index, the next listing of its
+     * name or SIZE_MAX) for every listing of a clashing name, by index */
+    ck_pair_list clash_next;
+    /* made after naming: (name pointer, index) of the listings a lookup
+     * by name does not reach (in dups, or in nul_names), by pointer */
+    ck_pair_list by_ptr;
     /* shape/stride pairs shared by the tensors that have them (arena) */
     struct ck_dims_slot *dims;
     size_t ndims, cap_dims;

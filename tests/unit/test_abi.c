@@ -95,6 +95,7 @@ int main(void)
     /* the same values inside the full layout do take effect */
     memcpy(&full, &o, sizeof o);
     full.struct_size = sizeof full;
+    full.key_len = 0; /* not one of the values above: the key is a C string */
     f = ckpt_open(SAMPLE, &full, &err);
     CHECK(f == NULL);
     CHECK_EQ_INT(err.code, CKPT_E_NOTFOUND);

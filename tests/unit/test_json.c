@@ -189,7 +189,7 @@ static void test_strings(void)
     CHECK_JSON_BB(&b, "\"\"");
     static const char ctl[] = "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/";
     str_pickle(&b, ctl, sizeof ctl - 1);
-    CHECK_JSON_BB(&b, "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\x7f/\"");
+    CHECK_JSON_BB(&b, "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\\u007f/\"");
     static const char nul[] = "x\0y";
     str_pickle(&b, nul, 3);
     CHECK_JSON_BB(&b, "\"x\\u0000y\"");
@@ -214,10 +214,18 @@ static void test_strings(void)
     static const char cut[] = "ab\xe2\x82";
     str_pickle(&b, cut, 4);
     CHECK_JSON_BB(&b, "\"ab\\udce2\\udc82\"");
-    /* control characters are characters: \u00XX */
+    /* control characters are characters: \u00XX (DEL too, as ckpt_escape()
+     * shows it escaped) */
     static const char ctl2[] = "a\x01\x7f";
     str_pickle(&b, ctl2, 3);
-    CHECK_JSON_BB(&b, "\"a\\u0001\x7f\"");
+    CHECK_JSON_BB(&b, "\"a\\u0001\\u007f\"");
+    /* what acts on a terminal unseen (bidi override U+202E, C1 CSI U+009B,
+     * zero-width space U+200B, BOM U+FEFF) is \uXXXX, the same string to a
+     * JSON parser; other characters stay as they are */
+    static const char bidi[] = "\xe2\x80\xaegnp.exe \xc2\x9b"
+                               "2J \xe2\x80\x8b\xef\xbb\xbf \xc3\xa9";
+    str_pickle(&b, bidi, sizeof bidi - 1);
+    CHECK_JSON_BB(&b, "\"\\u202egnp.exe \\u009b2J \\u200b\\ufeff \xc3\xa9\"");
 
     SECTION("json bytes");
     bytes_pickle(&b, "", 0);
