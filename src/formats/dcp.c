@@ -17,6 +17,10 @@
  * trusted: every path stays in the folder, every (offset, length) inside
  * its file, each tensor's chunks lie inside it and tile it without overlap
  * or gap, and each chunk's stored tensor has the chunk's dtype and shape.
+ *
+ * What it costs is bounded: the .metadata and each record are files of the
+ * folder's one memory budget, closed once read (the records are opened
+ * again when a read needs them, multi.c).
  */
 #include "multi.h"
 
@@ -137,7 +141,7 @@ static int check_records(ckpt_file *f, const ck_multi *m, const sinfo *infos, si
         if (b->off - a->off < a->len)
             return ck_fail(err, CKPT_E_FORMAT, -1,
                            "DCP items '%.60s' and '%.60s': their records overlap in %s", a->fqn,
-                           b->fqn, strrchr(m->paths[a->part], '/') + 1);
+                           b->fqn, strrchr(m->parts[a->part].path, '/') + 1);
     }
     return 0;
 }
@@ -248,16 +252,22 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': chunk %zu has no entry in storage_data", fqn, ci);
     c->part = si->part;
-    CK_TRY(ck_multi_source(f, m, si->part, err));
-    const ck_source *s = m->srcs[si->part];
-    if (si->off > s->size || si->len > s->size - si->off)
+    c->rec = CK_NO_RECORD;
+    uint64_t size = m->parts[si->part].size;
+    if (si->off > size || si->len > size - si->off)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': chunk %zu at offset %llu, %llu bytes, is past the end "
                        "of %s (%llu bytes)",
                        fqn, ci, (unsigned long long)si->off, (unsigned long long)si->len,
-                       strrchr(m->paths[si->part], '/') + 1, (unsigned long long)s->size);
+                       strrchr(m->parts[si->part].path, '/') + 1, (unsigned long long)size);
     uint8_t magic[2] = {0, 0};
-    if (si->len >= 2) CK_TRY(ck_read(s, si->off, magic, 2, "chunk", err));
+    if (si->len >= 2) {
+        const ck_source *s = ck_multi_source_get(f, si->part, err);
+        if (!s) return -1;
+        int r = ck_read(s, si->off, magic, 2, "chunk", err);
+        ck_multi_source_put(f, si->part);
+        CK_TRY(r);
+    }
     uint64_t raw = n * ck_dtype_size(dt);
     if (!(magic[0] == 'P' && magic[1] == 'K')) {
         if (si->len != raw)
@@ -265,30 +275,33 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
                            "DCP tensor '%.80s': chunk %zu is neither a torch.save record nor %llu "
                            "raw bytes (it has %llu)",
                            fqn, ci, (unsigned long long)raw, (unsigned long long)si->len);
-        c->file = NULL;
         c->raw_off = si->off;
         return 0;
     }
-    ckpt_file *e = ck_multi_embedded(f, m, si->part, si->off, si->len, err);
+    size_t had = m->nrecs;
+    CK_TRY(ck_multi_record(f, m, si->part, si->off, si->len, &c->rec, err));
+    const ckpt_file *e = ck_multi_record_get(f, c->rec, err);
     if (!e) {
         ck_err_prefix(err, "DCP tensor '%.60s' chunk %zu", fqn, ci);
         return -1;
     }
-    c->file = e;
-    if (f->opt.skip_tensors) return 0; /* a scan: the record's pickle ran, nothing is read */
-    const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
-    if (!t || t->name[0])
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
-                       "DCP tensor '%.80s': chunk %zu's record does not hold one tensor", fqn, ci);
-    bool same = t->dtype == dt && t->ndim == nd;
-    for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == c->size[i];
-    if (!same)
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
-                       "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
-                       "shape or dtype than the .metadata says",
-                       fqn, ci, ck_dtype_name(t->dtype));
-    c->t = t;
-    return 0;
+    if (m->nrecs > had) m->meta_bytes += e->pk.pickle_bytes;
+    int r = 0;
+    if (!f->opt.skip_tensors) { /* (a scan: the record's pickle ran, nothing is read) */
+        const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
+        bool same = t && !t->name[0] && t->dtype == dt && t->ndim == nd;
+        for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == c->size[i];
+        if (!t || t->name[0])
+            r = ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
+                        "DCP tensor '%.80s': chunk %zu's record does not hold one tensor", fqn, ci);
+        else if (!same)
+            r = ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
+                        "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
+                        "shape or dtype than the .metadata says",
+                        fqn, ci, ck_dtype_name(t->dtype));
+    }
+    ck_multi_record_put(f, c->rec);
+    return r;
 }
 
 typedef struct chunk_at {
@@ -383,14 +396,20 @@ static int bytes_item(ckpt_file *f, ck_multi *m, const char *fqn, const ck_map *
     if (!si)
         return ck_fail(err, CKPT_E_FORMAT, -1, "DCP value '%.80s' has no entry in storage_data",
                        fqn);
-    ckpt_file *e = ck_multi_embedded(f, m, si->part, si->off, si->len, err);
+    size_t rec, had = m->nrecs;
+    int rc = ck_multi_record(f, m, si->part, si->off, si->len, &rec, err);
+    const ckpt_file *e = rc ? NULL : ck_multi_record_get(f, rec, err);
     if (!e) {
         ck_err_prefix(err, "DCP value '%.60s'", fqn);
         return -1;
     }
+    if (m->nrecs > had) m->meta_bytes += e->pk.pickle_bytes;
+    m->recs[rec].once = true;
+    /* copied, and the record closed once read (opened again to verify) */
     const ckpt_value *r = ckpt_root(e);
     uint64_t budget = f->opt.max_expansion;
     ckpt_value *v = r ? ck_multi_copy_value(f, r, 0, &budget, err) : ck_new(&f->pk, CKPT_V_NONE);
+    ck_multi_record_put(f, rec);
     if (!v) {
         if (r) ck_err_prefix(err, "DCP value '%.60s'", fqn);
         return r ? -1 : oom(err);
@@ -408,31 +427,37 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata is not a regular file");
-    ckpt_options o = f->opt;
-    o.key = NULL;
-    ckpt_file *mf = ckpt_open(path, &o, err);
+    m->meta_size = (uint64_t)st.st_size;
+    ck_multi_input(f, m, m->meta_size);
+    /* a file of the folder's budget, closed once read: the composite keeps
+     * copies of what it needs (names, shapes, chunks) */
+    ck_source src;
+    ckpt_file *mf = NULL;
+    if (ck_source_open_path(&src, path, f->opt.use_mmap != 0, err) == 0)
+        mf = ck_open_child(f, &src, true, err);
     if (!mf) {
         ck_err_prefix(err, ".metadata");
         return -1;
     }
-    m->meta = mf;
-    for (size_t i = 0; i < ckpt_global_count(mf); i++) {
+    m->meta_bytes += mf->pk.pickle_bytes;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < ckpt_global_count(mf); i++) {
         const ckpt_global_ref *g = ckpt_global_at(mf, i);
         if (!allowed_global(g->module, g->name))
-            return ck_fail(err, CKPT_E_FORMAT, g->offset,
-                           ".metadata names the global %.80s.%.80s, which a DCP .metadata never "
-                           "holds",
-                           g->module, g->name);
+            r = ck_fail(err, CKPT_E_FORMAT, g->offset,
+                        ".metadata names the global %.80s.%.80s, which a DCP .metadata never "
+                        "holds",
+                        g->module, g->name);
     }
-    const ckpt_value *root = ckpt_root(mf);
-    if (!is_class(root, "Metadata"))
-        return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata does not hold a DCP Metadata object");
-    const ckpt_value *sdm = field(root, "state_dict_metadata");
-    if (!sdm || sdm->kind != CKPT_V_DICT)
-        return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata has no state_dict_metadata dict");
+    const ckpt_value *root = ckpt_root(mf), *sdm = NULL;
+    if (r == 0 && !is_class(root, "Metadata"))
+        r = ck_fail(err, CKPT_E_FORMAT, -1, ".metadata does not hold a DCP Metadata object");
+    if (r == 0) sdm = field(root, "state_dict_metadata");
+    if (r == 0 && (!sdm || sdm->kind != CKPT_V_DICT))
+        r = ck_fail(err, CKPT_E_FORMAT, -1, ".metadata has no state_dict_metadata dict");
     ck_map keys = {0};
     sinfo *infos = NULL;
-    int r = read_storage_data(f, m, field(root, "storage_data"), &keys, &infos, err);
+    if (r == 0) r = read_storage_data(f, m, field(root, "storage_data"), &keys, &infos, err);
     for (size_t i = 0; r == 0 && i < sdm->u.seq.n / 2; i++) {
         const ckpt_value *k = sdm->u.seq.v[2 * i], *md = sdm->u.seq.v[2 * i + 1];
         if (k->kind != CKPT_V_STR) {
@@ -448,5 +473,6 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
         }
     }
     ck_map_free(&keys);
+    ckpt_close(mf);
     return r;
 }
