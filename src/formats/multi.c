@@ -635,6 +635,36 @@ static bool in_chunk(const ck_chunk *c, const uint64_t *idx, uint32_t nd)
     return true;
 }
 
+/* Whether chunk c starts at or before element idx in row-major order. */
+static bool starts_by(const ck_chunk *c, const uint64_t *idx, uint32_t nd)
+{
+    for (uint32_t i = 0; i < nd; i++)
+        if ((uint64_t)c->off[i] != idx[i]) return (uint64_t)c->off[i] < idx[i];
+    return true;
+}
+
+/* The chunk holding element idx (nchunks when none), the chunks being in
+ * the row-major order of their first elements: the one after `ci` (a read
+ * going on in order), else the last to start by idx, which is it whenever
+ * the chunks are a grid (a split along each dimension), else a search. */
+static size_t find_chunk(const ck_link *l, const uint64_t *idx, size_t ci)
+{
+    uint32_t nd = l->ndim;
+    if (ci + 1 < l->nchunks && in_chunk(&l->chunks[ci + 1], idx, nd)) return ci + 1;
+    size_t lo = 0, hi = l->nchunks; /* the first that starts after idx */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (starts_by(&l->chunks[mid], idx, nd))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && in_chunk(&l->chunks[lo - 1], idx, nd)) return lo - 1;
+    size_t k = 0;
+    while (k < l->nchunks && !in_chunk(&l->chunks[k], idx, nd)) k++;
+    return k;
+}
+
 /* What a read holds pinned: one part or record at a time, kept while
  * consecutive runs of elements need it. */
 typedef struct pinned {
@@ -698,9 +728,7 @@ static int chunked_read(const ckpt_file *f, const ck_link *l, uint64_t off, uint
             rem /= (uint64_t)l->shape[i];
         }
         if (!in_chunk(&l->chunks[ci], idx, nd)) {
-            size_t k;
-            for (k = 0; k < l->nchunks && !in_chunk(&l->chunks[k], idx, nd); k++) {
-            }
+            size_t k = find_chunk(l, idx, ci);
             if (k == l->nchunks) {
                 r = ck_fail(err, CKPT_E_FORMAT, -1, "tensor '%s': element %llu is in no chunk",
                             l->name, (unsigned long long)e);

@@ -34,6 +34,8 @@
 #define CK_KEEP_BYTES ((uint64_t)64 << 20)
 #define CK_NO_RECORD ((size_t)-1)
 
+/* A tensor's chunks are kept without the empty ones, in the row-major
+ * order of their first elements (dcp.c). */
 typedef struct ck_chunk {
     int64_t *off, *size; /* ndim entries each: its place in the tensor */
     uint64_t raw_off;    /* raw: where its bytes start in the part */
@@ -106,6 +108,8 @@ typedef struct ck_multi {
     ck_open *open;
     size_t nopen, cap_open;
     uint64_t tick;
+    /* work counted, for tests: steps of the DCP chunk-overlap check */
+    uint64_t overlap_work;
 } ck_multi;
 
 /* The part named `rel` (relative to the folder): checked to stay inside the
