@@ -1,7 +1,7 @@
 # Issue 33, composite inputs and safetensors (tests/cli_defects33_composite_test.sh,
 # one group each): folders of 1,200 .distcp files or shards under
 # `ulimit -n 64`.  The bounded-work unit tests are tests/unit/
-# test_dcp_bounds.c and test_parts_lazy.c.
+# test_dcp_bounds.c, test_parts_lazy.c and test_st_many.c.
 if(CKPT_PYTHON3)
   foreach(group fds)
     add_test(NAME defects33.composite.${group} COMMAND sh
@@ -12,5 +12,5 @@ if(CKPT_PYTHON3)
   endforeach()
 endif()
 # (slow under the sanitizers: files by the thousand, opened again and again)
-set_tests_properties(unit.test_dcp_bounds unit.test_parts_lazy PROPERTIES
+set_tests_properties(unit.test_dcp_bounds unit.test_parts_lazy unit.test_st_many PROPERTIES
                      TIMEOUT 600)
