@@ -814,9 +814,12 @@ static int link_part(ckpt_file *f, ck_multi *m, size_t p, const ckpt_file *sub, 
     int r = 0;
     for (size_t i = 0; i < ckpt_tensor_count(sub) && r == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(sub, i);
+        /* a second name for a storage of a safetensors shard is an alias
+         * its __metadata__ gave (safetensors_file.c): never in the index */
+        bool alias = sub->format == CKPT_FORMAT_SAFETENSORS && map[t->storage];
         void *it = wmap ? json_object_iter_at(wmap, t->name) : NULL;
         json_t *where = it ? json_object_iter_value(it) : NULL;
-        if (wmap && !where)
+        if (wmap && !where && !alias)
             r = ck_note(&f->pk, "tensor '%s' is in %s but not in the index's weight_map", t->name,
                         pname)
                     ? oom(err)
@@ -1194,6 +1197,38 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+/* The bytes of the tensors, a tied tensor (the same view of a storage as
+ * one before it: an alias a safetensors shard lists, a weight a .bin shard
+ * saved under two names) counted once, as metadata.total_size counts
+ * them (transformers skips a storage it has counted). */
+static int stored_bytes(ckpt_file *f, uint64_t *out, ckpt_error *err)
+{
+    typedef struct first_view {
+        int64_t off;
+        uint64_t nbytes;
+        bool seen;
+    } first_view;
+    uint64_t bytes = (uint64_t)f->nstorages * sizeof(first_view);
+    if (ck_mem_charge(&f->arena, bytes)) return oom(err);
+    first_view *fv = calloc(f->nstorages ? f->nstorages : 1, sizeof *fv);
+    int r = fv ? 0 : oom(err);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ckpt_tensor_count(f) && r == 0; i++) {
+        ckpt_tensor t;
+        if ((r = ckpt_tensor_get(f, i, &t, err))) break;
+        if (t.storage < f->nstorages) {
+            first_view *v = &fv[t.storage];
+            if (v->seen && v->off == t.storage_offset && v->nbytes == t.nbytes) continue;
+            if (!v->seen) *v = (first_view){t.storage_offset, t.nbytes, true};
+        }
+        sum = t.nbytes > UINT64_MAX - sum ? UINT64_MAX : sum + t.nbytes;
+    }
+    free(fv);
+    ck_mem_release(&f->arena, bytes);
+    *out = sum;
+    return r;
+}
+
 static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_options *opt,
                                  ckpt_error *err)
 {
@@ -1247,10 +1282,12 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
          * file's with its pickle */
         f->pk.pickle_bytes = m->meta_bytes;
         r = ck_catalogue(f, err);
-        if (!r && m->total_size >= 0 && (uint64_t)m->total_size != f->total_bytes &&
+        uint64_t held = 0;
+        if (!r && m->total_size >= 0 && !f->opt.skip_tensors) r = stored_bytes(f, &held, err);
+        if (!r && m->total_size >= 0 && (uint64_t)m->total_size != held &&
             !f->opt.skip_tensors &&
             ck_note(&f->pk, "index metadata.total_size is %lld bytes, its tensors hold %llu",
-                    (long long)m->total_size, (unsigned long long)f->total_bytes))
+                    (long long)m->total_size, (unsigned long long)held))
             r = oom(err);
     }
     if (r) {

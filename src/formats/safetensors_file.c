@@ -21,6 +21,16 @@
  * are found by sorting the names' hashes.  The header's bytes count as a
  * pickle's do for the limits that grow with the metadata (memory, and the
  * listing's budget), so 300,000 tensors list as from a ZIP.
+ *
+ * Tied weights: safetensors cannot alias, so `ckpt convert` (and
+ * safetensors' save_model()) writes a tied tensor once and maps each other
+ * name to the kept one in "__metadata__".  In a file ckpt wrote (its
+ * "__metadata__" holds "ckpt.source_format"), the entries right after that
+ * key that map a name which is not a tensor to a tensor of the file are
+ * such aliases: each is listed as a tensor of its own over the kept one's
+ * storage, right after it, as loading the source gave it.  Any other
+ * metadata stays metadata; an entry that would alias a name the file
+ * already holds is not honoured, and a note says so.
  */
 #include "json_in.h"
 #include "formats.h"
@@ -76,6 +86,13 @@ static int oom(ckpt_error *err)
 {
     return ck_fail(err, CKPT_E_NOMEM, -1, "out of memory");
 }
+
+/* An alias from "__metadata__": its root key and tensor, and the next
+ * alias of the same kept tensor. */
+typedef struct st_alias {
+    ckpt_value *key, *tensor;
+    size_t next;
+} st_alias;
 
 /* A tensor's bytes [b, e) of the data and its index in header order. */
 typedef struct st_span {
@@ -431,7 +448,8 @@ static const ckpt_value *key_at(const st_parse *ps, size_t i)
 }
 
 /* The tensors by the hashes of their names (ck_hash()), then by the names
- * themselves: two of one name are neighbours. */
+ * themselves: two of one name are neighbours, and an alias's target is
+ * found by a binary search. */
 typedef struct st_named {
     uint64_t h;
     const ckpt_value *k;
@@ -467,6 +485,23 @@ typedef union st_slot {
     st_span span;
 } st_slot;
 
+/* The tensor named (s, n): its index, or -1 (byname: sort_by_name()'s). */
+static int64_t find_name(const st_named *byname, const st_parse *ps, const char *s, size_t n)
+{
+    uint64_t h = ck_hash(s, n);
+    size_t lo = 0, hi = ps->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = name_cmp(h, s, n, &byname[mid]);
+        if (c == 0) return byname[mid].i;
+        if (c > 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
 /* The tensors tile the data (sp: room for one span a tensor). */
 static int st_tiling(const ckpt_file *f, const st_parse *ps, st_span *sp, uint64_t data_start,
                      uint64_t data_len, ckpt_error *err)
@@ -494,6 +529,96 @@ static int st_tiling(const ckpt_file *f, const st_parse *ps, st_span *sp, uint64
                        "safetensors data is %llu bytes but its tensors cover %llu",
                        (unsigned long long)data_len, (unsigned long long)at);
     return 0;
+}
+
+/* The aliases a file ckpt wrote records in its __metadata__ (see the top
+ * of this file), each a tensor over the storage of the one it names, the
+ * root laid out again with each after the tensor it names. */
+static int st_aliases(ckpt_file *f, st_parse *ps, const st_named *byname, ckpt_error *err)
+{
+    json_t *meta = ps->meta;
+    if (!json_is_string(json_object_get(meta, "ckpt.source_format"))) return 0;
+    st_alias *al = NULL;
+    size_t nal = 0, cap = 0, *first = NULL;
+    uint64_t fbytes = (uint64_t)ps->n * sizeof *first;
+    int r = 0;
+    void *it = json_object_iter_next(meta, json_object_iter_at(meta, "ckpt.source_format"));
+    for (; it && r == 0; it = json_object_iter_next(meta, it)) {
+        const char *k = json_object_iter_key(it);
+        json_t *v = json_object_iter_value(it);
+        const char *target = json_string_value(v);
+        int64_t kept = target ? find_name(byname, ps, target, json_string_length(v)) : -1;
+        if (kept < 0 || strcmp(k, "__metadata__") == 0)
+            break; /* the aliases end where other metadata begins */
+        if (find_name(byname, ps, k, strlen(k)) >= 0) {
+            if (ck_note(&f->pk,
+                        "safetensors __metadata__ maps '%.60s' to '%.60s', but '%.60s' is a "
+                        "tensor of the file: not taken as an alias",
+                        k, target, k))
+                r = oom(err);
+            continue;
+        }
+        if (!first) {
+            if (ck_mem_charge(&f->arena, fbytes) || !(first = malloc(fbytes ? fbytes : 1))) {
+                if (!first && fbytes) ck_mem_release(&f->arena, fbytes);
+                fbytes = 0;
+                r = oom(err);
+                break;
+            }
+            memset(first, 0xff, fbytes); /* SIZE_MAX: none yet */
+        }
+        if ((r = ck_grow_in(&f->arena, (void **)&al, &cap, nal + 1, sizeof *al, err))) break;
+        const ck_tdef *kt = ck_tdef_of(ps->root->u.seq.v[2 + 2 * (size_t)kept + 1]);
+        ckpt_value *key = ck_new_str(&f->pk, CKPT_V_STR, k, strlen(k));
+        int64_t *sh = kt->ndim ? ck_alloc_copy(&f->arena, kt->shape, kt->ndim * sizeof *sh) : NULL;
+        int64_t *st = kt->ndim ? ck_alloc_copy(&f->arena, kt->stride, kt->ndim * sizeof *st) : NULL;
+        ckpt_value *tv = ck_new(&f->pk, CKPT_V_TENSOR);
+        ck_tdef *td;
+        if (!key || !tv || (kt->ndim && (!sh || !st))) {
+            r = oom(err);
+            break;
+        }
+        if ((r = ck_tensor_new(f, kt->sidx, kt->dtype, kt->ndim, sh, st, 0, kt->offset_pos, &td,
+                               err)))
+            break;
+        tv->u.ext = td;
+        al[nal] = (st_alias){key, tv, SIZE_MAX};
+        size_t *link = &first[kept]; /* after the kept tensor's last alias */
+        while (*link != SIZE_MAX) link = &al[*link].next;
+        *link = nal++;
+    }
+    if (r == 0 && nal) {
+        ckpt_value *root = ck_new(&f->pk, CKPT_V_DICT);
+        if (!root || ck_seq_room(&f->pk, root, 2 * (1 + ps->n + nal), true)) {
+            r = oom(err);
+        } else {
+            ckpt_value **v = root->u.seq.v, **old = ps->root->u.seq.v;
+            size_t k = 0;
+            v[k++] = old[0];
+            v[k++] = old[1];
+            for (size_t i = 0; i < ps->n; i++) {
+                v[k++] = old[2 + 2 * i];
+                v[k++] = old[2 + 2 * i + 1];
+                for (size_t a = first[i]; a != SIZE_MAX; a = al[a].next) {
+                    v[k++] = al[a].key;
+                    v[k++] = al[a].tensor;
+                }
+            }
+            root->u.seq.n = k;
+            ps->root = root;
+        }
+        if (r == 0 && ck_note(&f->pk,
+                              "%zu tied tensor name%s listed from __metadata__ (written once by "
+                              "ckpt convert), each over the storage of the tensor it names",
+                              nal, nal == 1 ? "" : "s"))
+            r = oom(err);
+    }
+    if (first) {
+        free(first);
+        ck_mem_release(&f->arena, fbytes);
+    }
+    free(al);
+    return r;
 }
 
 static int st_open(ckpt_file *f, ckpt_error *err)
@@ -538,7 +663,7 @@ static int st_open(ckpt_file *f, ckpt_error *err)
     ckpt_value *md = NULL; /* the metadata first: its own errors come first */
     if (r == 0 && ps.meta) r = st_metadata(f, ps.meta, ps.meta_pos, &md, err);
     /* one array of a slot a tensor: by name (no two tensors of one name),
-     * then by data offset (the tiling) */
+     * by data offset (the tiling), by name again (aliases) */
     uint64_t nbytes = (uint64_t)ps.n * sizeof(st_slot);
     st_slot *slots = NULL;
     if (r == 0 && (ck_mem_charge(&f->arena, nbytes) || !(slots = malloc(nbytes ? nbytes : 1)))) {
@@ -556,6 +681,9 @@ static int st_open(ckpt_file *f, ckpt_error *err)
                         byname[k].k->u.s.p);
         }
     if (r == 0) r = st_tiling(f, &ps, (st_span *)slots, data_start, data_len, err);
+    if (r == 0 && ps.meta && json_is_string(json_object_get(ps.meta, "ckpt.source_format")))
+        sort_by_name(byname, &ps);
+    if (r == 0 && ps.meta) r = st_aliases(f, &ps, byname, err);
     if (r == 0 && md) {
         ps.root->u.seq.v[0] = ck_new_str(&f->pk, CKPT_V_STR, "__metadata__", 12);
         ps.root->u.seq.v[1] = md;
