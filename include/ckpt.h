@@ -170,7 +170,12 @@ typedef struct ckpt_options {
                                   and words copied out of shared values
                                   (against memo/DUP "billion laughs"
                                   sharing), plus half a step per pickle byte
-                                  so that big honest state dicts fit */
+                                  (a safetensors header's bytes count as
+                                  pickle bytes) so that big honest state
+                                  dicts fit; also the steps a DCP tensor's
+                                  chunk-overlap check may take beyond 4 a
+                                  chunk and dimension (splits and grids of
+                                  splits need fewer) */
     uint32_t max_entries;      /* archive records, storages, tensors, and
                                   globals (GLOBAL/STACK_GLOBAL references)
                                   each counted on its own */
@@ -185,7 +190,13 @@ typedef struct ckpt_options {
                                   a big honest checkpoint (8-15 bytes per
                                   pickle byte) still opens.  0: no limit.
                                   Tensor bytes are not counted: they are
-                                  read on request into the caller's buffer */
+                                  read on request into the caller's buffer.
+                                  A checkpoint of several files
+                                  (ckpt_open_path()) has one such budget
+                                  for all its files together, counting the
+                                  pickle bytes of all its parts; the
+                                  safetensors header counts as pickle
+                                  bytes */
     const char *key;           /* the value to name and list tensors from, or
                                   NULL for the whole object: a top-level key
                                   ("state_dict"; the root dict's str key
@@ -286,7 +297,29 @@ CKPT_API int ckpt_sniff(const void *head, size_t n, uint64_t size, ckpt_error *e
  * folder holding a single checkpoint file.  Several files are presented as
  * one flattened state dict (format CKPT_FORMAT_SHARDED or CKPT_FORMAT_DCP):
  * the names, dtypes, shapes and bytes loading every shard would give.
- * Every file an index or a .metadata names must stay inside the folder. */
+ * Every file an index or a .metadata names must stay inside the folder.
+ *
+ * The parts (and a DCP folder's torch.save records) are not held open:
+ * each is opened when the open, a read or a check needs it, and besides
+ * those in use at most 16 parts and 16 records stay open (the least
+ * recently used is closed), so a folder of any number of files needs a
+ * few dozen file descriptors, and the composite keeps of each part only
+ * its path, identity, names and shapes (about 1 KB for a shard of one
+ * tensor).  The set of open parts belongs to the ckpt_file and is guarded
+ * by a mutex: ckpt_tensor_read() and ckpt_verify_part() stay callable from
+ * several threads at once.  A part opened again must be the file that was
+ * indexed (same device, inode, size and modification time): a part
+ * changed or replaced since fails the read with CKPT_E_IO ("... changed
+ * since the checkpoint was opened"), never reads another file's bytes.
+ * All the files' memory is one budget (options.max_memory).
+ *
+ * Tied weights of a safetensors file (or shard) that ckpt wrote once
+ * (ckpt_export_options.dedupe_tied, `ckpt convert FILE OUTDIR/`),
+ * recording "alias": "kept" in "__metadata__" as safetensors' save_model()
+ * does, are listed again under each alias name, over the kept tensor's
+ * storage, right after it, so that the export reads back as its source.
+ * Only the entries that follow "ckpt.source_format" in a file ckpt wrote
+ * are taken as aliases (ckpt_open() of the file does the same). */
 CKPT_API ckpt_file *ckpt_open_path(const char *path, const ckpt_options *opt, ckpt_error *err);
 /* The files behind an open checkpoint: 1 for a single file (whose path
  * ckpt_part_path() does not know: NULL); for a composite, the shard or
@@ -294,7 +327,7 @@ CKPT_API ckpt_file *ckpt_open_path(const char *path, const ckpt_options *opt, ck
 CKPT_API size_t ckpt_part_count(const ckpt_file *f);
 CKPT_API const char *ckpt_part_path(const ckpt_file *f, size_t i);
 /* The part holding tensor t (0 for a single file; a DCP tensor in several
- * chunks: the part of its first chunk). */
+ * chunks: the part of the chunk holding its first element). */
 struct ckpt_tensor;
 CKPT_API size_t ckpt_tensor_part(const ckpt_file *f, const struct ckpt_tensor *t);
 /* Release everything.  NULL is allowed. */
@@ -707,7 +740,8 @@ CKPT_API int ckpt_verify_progress(const ckpt_file *f, void (*note)(void *ctx, co
 
 /* ckpt_verify_progress() of part i (0 <= i < ckpt_part_count(f)) alone:
  * for a single file the whole file; for shards, shard i; for a DCP folder,
- * the torch.save records in .distcp file i.  Notes name the part, progress
+ * the torch.save records in .distcp file i (each opened for it, and
+ * checked to be the file indexed).  Notes name the part, progress
  * counts the part's bytes.  ckpt_verify() of a composite is this for every
  * part in order, stopping at the first failure (the last part also gives
  * the notes about the whole), so a caller may check parts on threads of

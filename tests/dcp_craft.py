@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a torch.distributed.checkpoint folder by hand (stdlib only).
 
-    python3 tests/dcp_craft.py OUTDIR CASE
+    python3 tests/dcp_craft.py OUTDIR CASE [N]
 
 torch 2.6 stores every chunk as a torch.save record; other writers store raw
 bytes.  To test the raw layout and defects torch never writes, this script
@@ -19,6 +19,8 @@ CASE: raw   tensor 't' float32 [4, 3], chunks rows 0-1 and 2-3 (raw bytes,
       outside  't' with a chunk reaching past row 4
       laughs   'raw' plus a non-tensor item 'x' whose record (a torch.save
             ZIP) pickles 64 levels of [a, a] sharing: 2**64 values if copied
+      many N   tensor 'm' float32 [N, 2] split along dimension 0, row i raw in
+            its own __i_0.distcp (N files); prints the row-major bytes as hex
 """
 import io
 import zipfile
@@ -82,10 +84,31 @@ BSM = dataclass(meta, "BytesStorageMetadata", [])
 SI = dataclass(fs, "_StorageInfo", ["relative_path", "offset", "length"])
 
 
+def many(out, n):
+    """One .distcp file a row: a folder of n files."""
+    import os
+    sd, chunks, allb = {}, [], b""
+    for i in range(n):
+        row = struct.pack("<2f", float(i), i + 0.5)
+        path = "__%d_0.distcp" % i
+        with open(os.path.join(out, path), "wb") as f:
+            f.write(row)
+        sd[MI("m", Size((i, 0)), i)] = SI(path, 0, len(row))
+        chunks.append(CSM(Size((i, 0)), Size((1, 2))))
+        allb += row
+    sdm = {"m": TSM(TP(float32), Size((n, 2)), chunks)}
+    with open(os.path.join(out, ".metadata"), "wb") as f:
+        pickle.dump(Metadata(sdm, None, sd), f, protocol=2)
+    print(allb.hex())
+
+
 def main():
     out, case = sys.argv[1], sys.argv[2]
     import os
     os.makedirs(out, exist_ok=True)
+    if case == "many":
+        many(out, int(sys.argv[3]))
+        return
     t = [float(i) + 0.5 for i in range(12)]  # [4, 3] row-major
     u = list(range(-4, 4))  # [2, 4] row-major
     tb = struct.pack("<12f", *t)

@@ -18,6 +18,7 @@
 #include "ckpt.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,13 +91,32 @@ typedef struct ck_block ck_block;
 #define CK_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 #define CK_FREE_CLASSES (CK_FREE_MAX / 8u + 1u)
+/* One budget for the files of a composite (a folder of shards, a DCP
+ * folder): each part or record opened for it is a file of its own whose
+ * arena names the composite's as `parent`; what the child holds (total +
+ * outside) is charged to the parent's `kids` too and refused when the
+ * parent's own memory and all its children's would pass the parent's
+ * limit.  Children may open and close on several threads at once (reads
+ * of a composite open parts lazily): `kids` and `peak` are atomic; the
+ * parent's other fields change only while the composite opens, on one
+ * thread.  One level: a parent has no parent. */
 typedef struct ck_arena {
     ck_block *head;
     uint64_t total;   /* bytes obtained for blocks */
     uint64_t outside; /* bytes charged from outside: pickle stack, memo, buffers */
-    uint64_t limit;   /* total + outside may not pass it (max_memory); 0: none */
-    uint64_t peak;    /* highest total + outside */
+    uint64_t limit;   /* total + outside (+ kids) may not pass it (max_memory); 0: none */
+    _Atomic uint64_t peak; /* highest total + outside + kids */
     bool over;        /* something was refused for the limit */
+    bool over_parent; /* ... for the parent's limit (ck_mem_blame() names it) */
+    /* a child: its parent, and whether its pickles raise the parent's limit
+     * as they raise its own (ck_mem_allow(); while the composite indexes) */
+    struct ck_arena *parent;
+    bool grow_parent;
+    uint64_t fwd_pickle; /* a child's pickle bytes counted in its parent */
+    /* a parent: what its children hold now, the pickle bytes they ran
+     * while it grew, and the max_memory and input size its limit counts */
+    _Atomic uint64_t kids;
+    uint64_t kid_pickle, base, input;
     /* small allocations given back with ck_free_small(), by size / 8: a
      * later ck_alloc of that size takes one (zeroed again) before the block */
     void *freel[CK_FREE_CLASSES];
@@ -190,10 +210,12 @@ static inline void ck_pages_ahead(void *arr, size_t cap, size_t from, size_t to)
 /* ck_alloc_grow() gives back the pages of an array it moves from this size */
 #define CK_DISCARD_MIN ((size_t)64 << 10)
 void ck_arena_free(ck_arena *a);
-/* Memory held outside the arena but counted against its limit: 0, or -1
- * (and `over` set) when `n` more bytes would pass the limit. */
+/* Memory held outside the arena but counted against its limit (and its
+ * parent's): 0, or -1 (and `over` set) when `n` more bytes would pass it. */
 int ck_mem_charge(ck_arena *a, uint64_t n);
 void ck_mem_release(ck_arena *a, uint64_t n);
+/* Make `a` (a new, empty arena) a child of `parent`; `grow`: see ck_arena. */
+void ck_arena_adopt(ck_arena *a, ck_arena *parent, bool grow);
 
 /* ---- string -> index hash map (insertion ordered ids) ------------------ */
 /* 8 bytes a slot and 16 an entry (keys up to 4 GiB, values below 2^32: they
@@ -247,7 +269,10 @@ static inline int ck_grow_in(ck_arena *a, void **arr, size_t *cap, size_t need, 
 
 /* The memory limit: max_memory, plus CK_MEM_PER_BYTE for every byte past
  * the first CK_MEM_FREE_BYTES of the pickles run so far (counting at most
- * the input's size, so an inflated pickle earns nothing).  Only grows. */
+ * the input's size, so an inflated pickle earns nothing).  Only grows.  A
+ * child that grows its parent adds the bytes it counts to the parent's
+ * kid_pickle, and the parent's limit grows as if they were its own
+ * (counting at most its `input`). */
 #define CK_MEM_PER_BYTE 24u
 #define CK_MEM_FREE_BYTES ((uint64_t)16 << 20)
 void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes);

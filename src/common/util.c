@@ -135,15 +135,56 @@ static ck_block *new_block(size_t cap)
     return b;
 }
 
-/* Whether n more bytes stay within the limit; sets `over` when not. */
-static bool ck_mem_fits(ck_arena *a, uint64_t n)
+/* Raise the atomic *peak to at least v. */
+static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 {
-    uint64_t used = a->total + a->outside;
+    uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+    }
+}
+
+/* What the arena holds now, its children's memory included. */
+static uint64_t held(const ck_arena *a)
+{
+    return a->total + a->outside + atomic_load_explicit(&a->kids, memory_order_relaxed);
+}
+
+/* Whether n more bytes stay within the limit and the parent's; when they
+ * do, they are charged to the parent already (the caller adds them to
+ * total or outside, or gives them back with mem_give()).  Sets `over`
+ * (and `over_parent`) when not. */
+static bool mem_take(ck_arena *a, uint64_t n)
+{
+    uint64_t used = held(a);
     if (a->limit && (used > a->limit || n > a->limit - used)) {
         a->over = true;
         return false;
     }
+    ck_arena *p = a->parent;
+    if (p) {
+        uint64_t kids = atomic_fetch_add_explicit(&p->kids, n, memory_order_relaxed) + n;
+        uint64_t all = p->total + p->outside + kids;
+        if (kids < n || all < kids || (p->limit && all > p->limit)) {
+            atomic_fetch_sub_explicit(&p->kids, n, memory_order_relaxed);
+            a->over = a->over_parent = true;
+            return false;
+        }
+        raise_peak(&p->peak, all);
+    }
     return true;
+}
+
+/* Give back n bytes charged to the parent by mem_take(). */
+static void mem_give(ck_arena *a, uint64_t n)
+{
+    if (a->parent && n) atomic_fetch_sub_explicit(&a->parent->kids, n, memory_order_relaxed);
+}
+
+void ck_arena_adopt(ck_arena *a, ck_arena *parent, bool grow)
+{
+    a->parent = parent;
+    a->grow_parent = grow;
 }
 
 void *ck_alloc_slow(ck_arena *a, size_t n)
@@ -166,11 +207,19 @@ void *ck_alloc_slow(ck_arena *a, size_t n)
             cap = b->full;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX - sizeof(ck_block) - 4096) return NULL;
-        if (!ck_mem_fits(a, sizeof(ck_block) + cap)) return NULL;
+        /* charged as new_block() may round it: up to a page when mapped */
+        uint64_t want = sizeof(ck_block) + cap;
+        if (want >= CK_MAP_MIN) want = (want + 4095) & ~(uint64_t)4095;
+        if (!mem_take(a, want)) return NULL;
         ck_block *nb = new_block(cap);
-        if (!nb) return NULL;
-        a->total += sizeof(ck_block) + nb->full;
-        if (a->total + a->outside > a->peak) a->peak = a->total + a->outside;
+        if (!nb) {
+            mem_give(a, want);
+            return NULL;
+        }
+        uint64_t got = sizeof(ck_block) + nb->full;
+        if (got < want) mem_give(a, want - got);
+        a->total += got;
+        raise_peak(&a->peak, held(a));
         if (oneoff) {
             /* a big one-off allocation: keep filling the current block */
             nb->next = b->next;
@@ -231,6 +280,8 @@ char *ck_strndup(ck_arena *a, const char *s, size_t n)
 
 void ck_arena_free(ck_arena *a)
 {
+    mem_give(a, a->total + a->outside);
+    a->outside = 0;
     ck_block *b = a->head;
     while (b) {
         ck_block *n = b->next;
@@ -248,15 +299,17 @@ void ck_arena_free(ck_arena *a)
 
 int ck_mem_charge(ck_arena *a, uint64_t n)
 {
-    if (!ck_mem_fits(a, n)) return -1;
+    if (!mem_take(a, n)) return -1;
     a->outside += n;
-    if (a->total + a->outside > a->peak) a->peak = a->total + a->outside;
+    raise_peak(&a->peak, held(a));
     return 0;
 }
 
 void ck_mem_release(ck_arena *a, uint64_t n)
 {
-    a->outside = n < a->outside ? a->outside - n : 0;
+    uint64_t k = n < a->outside ? n : a->outside;
+    a->outside -= k;
+    mem_give(a, k);
 }
 
 void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_t pickle_bytes)
@@ -270,14 +323,24 @@ void ck_mem_allow(ck_arena *a, uint64_t max_memory, uint64_t input_size, uint64_
         lim = extra > UINT64_MAX - lim ? UINT64_MAX : lim + extra;
     }
     if (lim > a->limit) a->limit = lim;
+    ck_arena *par = a->parent;
+    if (par && a->grow_parent && p > a->fwd_pickle) {
+        uint64_t d = p - a->fwd_pickle;
+        a->fwd_pickle = p;
+        par->kid_pickle = d > UINT64_MAX - par->kid_pickle ? UINT64_MAX : par->kid_pickle + d;
+        ck_mem_allow(par, par->base, par->input, par->kid_pickle);
+    }
 }
 
 void ck_mem_blame(const ck_arena *a, ckpt_error *err)
 {
     if (!err || err->code != CKPT_E_NOMEM || !a->over) return;
-    uint64_t lim = a->limit;
+    uint64_t lim = a->over_parent ? a->parent->limit : a->limit;
     ck_fail(err, CKPT_E_LIMIT, err->offset,
-            "the file's values need more than the memory limit of %llu %s (max_memory)",
+            a->over_parent ? "the checkpoint's files need more than their memory limit of %llu "
+                             "%s together (max_memory)"
+                           : "the file's values need more than the memory limit of %llu %s "
+                             "(max_memory)",
             (unsigned long long)(lim >= (1u << 20) ? lim >> 20 : lim),
             lim >= (1u << 20) ? "MiB" : "bytes");
 }

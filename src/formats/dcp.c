@@ -17,6 +17,14 @@
  * trusted: every path stays in the folder, every (offset, length) inside
  * its file, each tensor's chunks lie inside it and tile it without overlap
  * or gap, and each chunk's stored tensor has the chunk's dtype and shape.
+ *
+ * What it costs is bounded: the .metadata and each record are files of the
+ * folder's one memory budget, closed once read (the records are opened
+ * again when a read needs them, multi.c); the overlap check groups the
+ * chunks by their intervals one dimension at a time (the one where they
+ * differ most first), so a split along any dimension or a grid of splits
+ * costs a few steps a chunk, and compares pairs only where intervals
+ * overlap partly, at most max_expansion + 4 steps a chunk and dimension.
  */
 #include "multi.h"
 
@@ -26,7 +34,6 @@
 #include <sys/stat.h>
 
 #define DCP_MOD "torch.distributed.checkpoint."
-#define DCP_MAX_CHUNKS 65536u /* per tensor: the overlap check is quadratic */
 
 static int oom(ckpt_error *err)
 {
@@ -137,7 +144,7 @@ static int check_records(ckpt_file *f, const ck_multi *m, const sinfo *infos, si
         if (b->off - a->off < a->len)
             return ck_fail(err, CKPT_E_FORMAT, -1,
                            "DCP items '%.60s' and '%.60s': their records overlap in %s", a->fqn,
-                           b->fqn, strrchr(m->paths[a->part], '/') + 1);
+                           b->fqn, strrchr(m->parts[a->part].path, '/') + 1);
     }
     return 0;
 }
@@ -248,16 +255,22 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': chunk %zu has no entry in storage_data", fqn, ci);
     c->part = si->part;
-    CK_TRY(ck_multi_source(f, m, si->part, err));
-    const ck_source *s = m->srcs[si->part];
-    if (si->off > s->size || si->len > s->size - si->off)
+    c->rec = CK_NO_RECORD;
+    uint64_t size = m->parts[si->part].size;
+    if (si->off > size || si->len > size - si->off)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': chunk %zu at offset %llu, %llu bytes, is past the end "
                        "of %s (%llu bytes)",
                        fqn, ci, (unsigned long long)si->off, (unsigned long long)si->len,
-                       strrchr(m->paths[si->part], '/') + 1, (unsigned long long)s->size);
+                       strrchr(m->parts[si->part].path, '/') + 1, (unsigned long long)size);
     uint8_t magic[2] = {0, 0};
-    if (si->len >= 2) CK_TRY(ck_read(s, si->off, magic, 2, "chunk", err));
+    if (si->len >= 2) {
+        const ck_source *s = ck_multi_source_get(f, si->part, err);
+        if (!s) return -1;
+        int r = ck_read(s, si->off, magic, 2, "chunk", err);
+        ck_multi_source_put(f, si->part);
+        CK_TRY(r);
+    }
     uint64_t raw = n * ck_dtype_size(dt);
     if (!(magic[0] == 'P' && magic[1] == 'K')) {
         if (si->len != raw)
@@ -265,64 +278,217 @@ static int chunk_store(ckpt_file *f, ck_multi *m, const char *fqn, ckpt_dtype dt
                            "DCP tensor '%.80s': chunk %zu is neither a torch.save record nor %llu "
                            "raw bytes (it has %llu)",
                            fqn, ci, (unsigned long long)raw, (unsigned long long)si->len);
-        c->file = NULL;
         c->raw_off = si->off;
         return 0;
     }
-    ckpt_file *e = ck_multi_embedded(f, m, si->part, si->off, si->len, err);
+    size_t had = m->nrecs;
+    CK_TRY(ck_multi_record(f, m, si->part, si->off, si->len, &c->rec, err));
+    const ckpt_file *e = ck_multi_record_get(f, c->rec, err);
     if (!e) {
         ck_err_prefix(err, "DCP tensor '%.60s' chunk %zu", fqn, ci);
         return -1;
     }
-    c->file = e;
-    if (f->opt.skip_tensors) return 0; /* a scan: the record's pickle ran, nothing is read */
-    const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
-    if (!t || t->name[0])
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
-                       "DCP tensor '%.80s': chunk %zu's record does not hold one tensor", fqn, ci);
-    bool same = t->dtype == dt && t->ndim == nd;
-    for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == c->size[i];
-    if (!same)
-        return ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
-                       "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
-                       "shape or dtype than the .metadata says",
-                       fqn, ci, ck_dtype_name(t->dtype));
-    c->t = t;
+    if (m->nrecs > had) m->meta_bytes += e->pk.pickle_bytes;
+    int r = 0;
+    if (!f->opt.skip_tensors) { /* (a scan: the record's pickle ran, nothing is read) */
+        const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
+        bool same = t && !t->name[0] && t->dtype == dt && t->ndim == nd;
+        for (uint32_t i = 0; same && i < nd; i++) same = t->shape[i] == c->size[i];
+        if (!t || t->name[0])
+            r = ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
+                        "DCP tensor '%.80s': chunk %zu's record does not hold one tensor", fqn, ci);
+        else if (!same)
+            r = ck_fail(err, CKPT_E_FORMAT, (int64_t)si->off,
+                        "DCP tensor '%.80s': chunk %zu's record holds a %s tensor of another "
+                        "shape or dtype than the .metadata says",
+                        fqn, ci, ck_dtype_name(t->dtype));
+    }
+    ck_multi_record_put(f, c->rec);
+    return r;
+}
+
+/* A chunk's interval in one dimension, for sorting. */
+typedef struct span {
+    int64_t lo, hi;
+    uint32_t i;
+} span;
+
+static int by_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+typedef struct overlap_check {
+    const char *fqn;
+    const ck_chunk *ch;
+    uint32_t nd;
+    size_t nc;
+    uint32_t *ix; /* the non-empty chunks; a step works on a range of it */
+    span *tmp;    /* nc entries */
+    uint64_t work, budget;
+    ckpt_error *err;
+} overlap_check;
+
+static int overlap_found(const overlap_check *x, uint32_t a, uint32_t b)
+{
+    return ck_fail(x->err, CKPT_E_FORMAT, -1, "DCP tensor '%.80s': chunks %u and %u overlap",
+                   x->fqn, a < b ? a : b, a < b ? b : a);
+}
+
+/* n more steps of work, within the budget. */
+static int spend(overlap_check *x, uint64_t n)
+{
+    x->work += n;
+    if (x->work <= x->budget) return 0;
+    return ck_fail(x->err, CKPT_E_LIMIT, -1,
+                   "DCP tensor '%.80s': checking its %zu chunks for overlap takes more than %llu "
+                   "steps (a layout of chunks overlapping partly in every dimension; "
+                   "max_expansion)",
+                   x->fqn, x->nc, (unsigned long long)x->budget);
+}
+
+static bool same_interval(const ck_chunk *a, const ck_chunk *b, uint32_t d)
+{
+    return a->off[d] == b->off[d] && a->size[d] == b->size[d];
+}
+
+/* No two of the chunks ix[lo..hi) overlap, knowing that they have equal
+ * intervals in every dimension outside `dims` (a bit a dimension).  Of the
+ * dimensions where their intervals differ, the one with the most distinct
+ * intervals orders them; chunks whose intervals in it overlap partly are
+ * compared whole, and each run of equal intervals is checked in the
+ * remaining dimensions.  A split along one dimension, or a grid of them,
+ * compares no pair: a step a chunk for each dimension looked at. */
+static int check_chunks(overlap_check *x, size_t lo, size_t hi, uint64_t dims)
+{
+    size_t n = hi - lo;
+    if (n < 2) return 0;
+    const ck_chunk *ch = x->ch;
+    uint32_t *ix = x->ix + lo;
+    int best = -1;
+    size_t best_runs = 0;
+    for (uint32_t d = 0; d < x->nd; d++) {
+        if (!(dims >> d & 1)) continue;
+        CK_TRY(spend(x, n));
+        size_t k = 1;
+        while (k < n && same_interval(&ch[ix[0]], &ch[ix[k]], d)) k++;
+        if (k == n) { /* one interval: nothing to tell the chunks apart */
+            dims &= ~((uint64_t)1 << d);
+            continue;
+        }
+        for (k = 0; k < n; k++)
+            x->tmp[k] = (span){ch[ix[k]].off[d], ch[ix[k]].off[d] + ch[ix[k]].size[d], ix[k]};
+        qsort(x->tmp, n, sizeof *x->tmp, by_span);
+        size_t runs = 1;
+        for (k = 1; k < n; k++)
+            if (x->tmp[k].lo != x->tmp[k - 1].lo || x->tmp[k].hi != x->tmp[k - 1].hi) runs++;
+        if (runs > best_runs) {
+            best = (int)d;
+            best_runs = runs;
+            for (k = 0; k < n; k++) ix[k] = x->tmp[k].i;
+        }
+    }
+    if (best < 0) { /* the same place in every dimension, and not empty */
+        uint32_t a = ix[0], b = ix[1];
+        for (size_t k = 1; k < n; k++) { /* the two first in the .metadata */
+            if (ix[k] < a) {
+                b = a;
+                a = ix[k];
+            } else if (ix[k] < b) {
+                b = ix[k];
+            }
+        }
+        return overlap_found(x, a, b);
+    }
+    uint32_t d = (uint32_t)best;
+    dims &= ~((uint64_t)1 << d);
+    for (size_t a = 0; a < n;) {
+        size_t e = a + 1;
+        while (e < n && same_interval(&ch[ix[a]], &ch[ix[e]], d)) e++;
+        int64_t end = ch[ix[a]].off[d] + ch[ix[a]].size[d];
+        for (size_t p = a; p < e; p++)
+            for (size_t q = e; q < n && ch[ix[q]].off[d] < end; q++) {
+                CK_TRY(spend(x, 1));
+                if (overlap(&ch[ix[p]], &ch[ix[q]], x->nd)) return overlap_found(x, ix[p], ix[q]);
+            }
+        a = e;
+    }
+    for (size_t a = 0; a < n;) {
+        size_t e = a + 1;
+        while (e < n && same_interval(&ch[ix[a]], &ch[ix[e]], d)) e++;
+        CK_TRY(check_chunks(x, lo + a, lo + e, dims));
+        a = e;
+    }
     return 0;
 }
 
-typedef struct chunk_at {
-    int64_t off0;
-    size_t i;
-} chunk_at;
-
-static int by_first_offset(const void *a, const void *b)
-{
-    int64_t x = ((const chunk_at *)a)->off0, y = ((const chunk_at *)b)->off0;
-    return x < y ? -1 : x > y;
-}
-
-/* No two non-empty chunks share an element: a sweep along dimension 0 (a
- * split along it, the usual case, costs n log n). */
-static int check_overlap(ckpt_file *f, const char *fqn, const ck_chunk *ch, const uint64_t *counts,
-                         size_t nc, uint32_t nd, ckpt_error *err)
+/* No two non-empty chunks share an element. */
+static int check_overlap(ckpt_file *f, ck_multi *m, const char *fqn, const ck_chunk *ch,
+                         const uint64_t *counts, size_t nc, uint32_t nd, ckpt_error *err)
 {
     if (nc < 2 || nd == 0) return 0; /* scalars: the element count tells */
-    chunk_at *ix = ck_alloc(&f->arena, nc * sizeof *ix);
-    if (!ix) return oom(err);
-    for (size_t i = 0; i < nc; i++) ix[i] = (chunk_at){ch[i].off[0], i};
-    qsort(ix, nc, sizeof *ix, by_first_offset);
-    for (size_t a = 0; a < nc; a++) {
-        const ck_chunk *c = &ch[ix[a].i];
-        if (!counts[ix[a].i]) continue;
-        for (size_t b = a + 1; b < nc && ix[b].off0 < c->off[0] + c->size[0]; b++)
-            if (counts[ix[b].i] && overlap(c, &ch[ix[b].i], nd)) {
-                size_t i = ix[a].i < ix[b].i ? ix[a].i : ix[b].i;
-                size_t j = ix[a].i < ix[b].i ? ix[b].i : ix[a].i;
-                return ck_fail(err, CKPT_E_FORMAT, -1,
-                               "DCP tensor '%.80s': chunks %zu and %zu overlap", fqn, i, j);
-            }
+    uint64_t bytes = (uint64_t)nc * (sizeof(uint32_t) + sizeof(span));
+    if (ck_mem_charge(&f->arena, bytes)) return oom(err);
+    overlap_check x = {fqn, ch, nd, nc, malloc(nc * sizeof(uint32_t)), malloc(nc * sizeof(span)),
+                       0, 0, err};
+    x.budget = f->opt.max_expansion + 4 * (uint64_t)nc * nd;
+    int r = x.ix && x.tmp ? 0 : oom(err);
+    size_t n = 0;
+    for (size_t i = 0; i < nc && r == 0; i++)
+        if (counts[i]) x.ix[n++] = (uint32_t)i;
+    if (r == 0) r = check_chunks(&x, 0, n, nd == 64 ? UINT64_MAX : ((uint64_t)1 << nd) - 1);
+    m->overlap_work += x.work;
+    free(x.ix);
+    free(x.tmp);
+    ck_mem_release(&f->arena, bytes);
+    return r;
+}
+
+/* Whether chunk a starts before chunk b in row-major order. */
+static bool starts_before(const ck_chunk *a, const ck_chunk *b, uint32_t nd)
+{
+    for (uint32_t i = 0; i < nd; i++)
+        if (a->off[i] != b->off[i]) return a->off[i] < b->off[i];
+    return false;
+}
+
+/* For reads: the empty chunks left out, the rest in the row-major order of
+ * their first elements (a stable merge sort), so that a read finds the
+ * chunk holding an element by a binary search (multi.c). */
+static int order_chunks(ckpt_file *f, ck_chunk *ch, const uint64_t *counts, size_t *nc,
+                        uint32_t nd, ckpt_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < *nc; i++)
+        if (counts[i]) ch[n++] = ch[i];
+    *nc = n;
+    if (n < 2) return 0;
+    uint64_t bytes = (uint64_t)n * sizeof *ch;
+    if (ck_mem_charge(&f->arena, bytes)) return oom(err);
+    ck_chunk *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        ck_mem_release(&f->arena, bytes);
+        return oom(err);
     }
+    ck_chunk *a = ch, *b = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = starts_before(&a[j], &a[i], nd) ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        ck_chunk *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != ch) memcpy(ch, a, n * sizeof *ch);
+    free(tmp);
+    ck_mem_release(&f->arena, bytes);
     return 0;
 }
 
@@ -353,9 +519,9 @@ static int tensor_item(ckpt_file *f, ck_multi *m, const char *fqn, const ckpt_va
     if (!cl || cl->kind != CKPT_V_LIST)
         return ck_fail(err, CKPT_E_FORMAT, -1, "DCP tensor '%.80s' has no chunk list", fqn);
     size_t nc = cl->u.seq.n;
-    if (nc > DCP_MAX_CHUNKS || nc > f->opt.max_entries)
-        return ck_fail(err, CKPT_E_LIMIT, -1, "DCP tensor '%.80s' has %zu chunks (at most %u)", fqn,
-                       nc, DCP_MAX_CHUNKS);
+    if (nc > f->opt.max_entries || nc > UINT32_MAX)
+        return ck_fail(err, CKPT_E_LIMIT, -1, "DCP tensor '%.80s' has %zu chunks (max_entries %u)",
+                       fqn, nc, f->opt.max_entries);
     if (nc == 0 && total)
         return ck_fail(err, CKPT_E_FORMAT, -1, "DCP tensor '%.80s' has no chunks", fqn);
     ck_chunk *ch = ck_alloc(&f->arena, (nc ? nc : 1) * sizeof *ch);
@@ -366,13 +532,14 @@ static int tensor_item(ckpt_file *f, ck_multi *m, const char *fqn, const ckpt_va
         CK_TRY(chunk_geom(f, fqn, nd, shape, cl->u.seq.v[i], i, &ch[i], &counts[i], err));
         sum += counts[i];
     }
-    CK_TRY(check_overlap(f, fqn, ch, counts, nc, nd, err));
+    CK_TRY(check_overlap(f, m, fqn, ch, counts, nc, nd, err));
     if (sum != total)
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "DCP tensor '%.80s': its chunks cover %llu of its %llu elements (a gap)",
                        fqn, (unsigned long long)sum, (unsigned long long)total);
     for (size_t i = 0; i < nc; i++)
         CK_TRY(chunk_store(f, m, fqn, dt, nd, i, keys, infos, &ch[i], counts[i], err));
+    CK_TRY(order_chunks(f, ch, counts, &nc, nd, err));
     return ck_multi_add_chunked(f, m, fqn, dt, nd, shape, ch, nc, err);
 }
 
@@ -383,14 +550,20 @@ static int bytes_item(ckpt_file *f, ck_multi *m, const char *fqn, const ck_map *
     if (!si)
         return ck_fail(err, CKPT_E_FORMAT, -1, "DCP value '%.80s' has no entry in storage_data",
                        fqn);
-    ckpt_file *e = ck_multi_embedded(f, m, si->part, si->off, si->len, err);
+    size_t rec, had = m->nrecs;
+    int rc = ck_multi_record(f, m, si->part, si->off, si->len, &rec, err);
+    const ckpt_file *e = rc ? NULL : ck_multi_record_get(f, rec, err);
     if (!e) {
         ck_err_prefix(err, "DCP value '%.60s'", fqn);
         return -1;
     }
+    if (m->nrecs > had) m->meta_bytes += e->pk.pickle_bytes;
+    m->recs[rec].once = true;
+    /* copied, and the record closed once read (opened again to verify) */
     const ckpt_value *r = ckpt_root(e);
     uint64_t budget = f->opt.max_expansion;
     ckpt_value *v = r ? ck_multi_copy_value(f, r, 0, &budget, err) : ck_new(&f->pk, CKPT_V_NONE);
+    ck_multi_record_put(f, rec);
     if (!v) {
         if (r) ck_err_prefix(err, "DCP value '%.60s'", fqn);
         return r ? -1 : oom(err);
@@ -408,31 +581,37 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata is not a regular file");
-    ckpt_options o = f->opt;
-    o.key = NULL;
-    ckpt_file *mf = ckpt_open(path, &o, err);
+    m->meta_size = (uint64_t)st.st_size;
+    ck_multi_input(f, m, m->meta_size);
+    /* a file of the folder's budget, closed once read: the composite keeps
+     * copies of what it needs (names, shapes, chunks) */
+    ck_source src;
+    ckpt_file *mf = NULL;
+    if (ck_source_open_path(&src, path, f->opt.use_mmap != 0, err) == 0)
+        mf = ck_open_child(f, &src, true, err);
     if (!mf) {
         ck_err_prefix(err, ".metadata");
         return -1;
     }
-    m->meta = mf;
-    for (size_t i = 0; i < ckpt_global_count(mf); i++) {
+    m->meta_bytes += mf->pk.pickle_bytes;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < ckpt_global_count(mf); i++) {
         const ckpt_global_ref *g = ckpt_global_at(mf, i);
         if (!allowed_global(g->module, g->name))
-            return ck_fail(err, CKPT_E_FORMAT, g->offset,
-                           ".metadata names the global %.80s.%.80s, which a DCP .metadata never "
-                           "holds",
-                           g->module, g->name);
+            r = ck_fail(err, CKPT_E_FORMAT, g->offset,
+                        ".metadata names the global %.80s.%.80s, which a DCP .metadata never "
+                        "holds",
+                        g->module, g->name);
     }
-    const ckpt_value *root = ckpt_root(mf);
-    if (!is_class(root, "Metadata"))
-        return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata does not hold a DCP Metadata object");
-    const ckpt_value *sdm = field(root, "state_dict_metadata");
-    if (!sdm || sdm->kind != CKPT_V_DICT)
-        return ck_fail(err, CKPT_E_FORMAT, -1, ".metadata has no state_dict_metadata dict");
+    const ckpt_value *root = ckpt_root(mf), *sdm = NULL;
+    if (r == 0 && !is_class(root, "Metadata"))
+        r = ck_fail(err, CKPT_E_FORMAT, -1, ".metadata does not hold a DCP Metadata object");
+    if (r == 0) sdm = field(root, "state_dict_metadata");
+    if (r == 0 && (!sdm || sdm->kind != CKPT_V_DICT))
+        r = ck_fail(err, CKPT_E_FORMAT, -1, ".metadata has no state_dict_metadata dict");
     ck_map keys = {0};
     sinfo *infos = NULL;
-    int r = read_storage_data(f, m, field(root, "storage_data"), &keys, &infos, err);
+    if (r == 0) r = read_storage_data(f, m, field(root, "storage_data"), &keys, &infos, err);
     for (size_t i = 0; r == 0 && i < sdm->u.seq.n / 2; i++) {
         const ckpt_value *k = sdm->u.seq.v[2 * i], *md = sdm->u.seq.v[2 * i + 1];
         if (k->kind != CKPT_V_STR) {
@@ -448,5 +627,6 @@ int ck_dcp_open(ckpt_file *f, ck_multi *m, const char *dir, ckpt_error *err)
         }
     }
     ck_map_free(&keys);
+    ckpt_close(mf);
     return r;
 }

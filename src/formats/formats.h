@@ -47,6 +47,14 @@ int ck_safetensors_dtype(const char *s, ckpt_dtype *d);
 /* open.c: a new, empty file with the caller's options taken and torch's
  * pickle hooks set (for containers that are not one byte source). */
 ckpt_file *ck_file_new(const ckpt_options *opt, ckpt_error *err);
+/* open.c: a file that is part of the composite `parent` (a shard, a DCP
+ * record, a .metadata), read from `src` (taken over: closed with the file,
+ * or at once on failure), with parent's options (no key): its memory is
+ * charged to parent's budget as well as to its own (ck_arena_adopt());
+ * `grow`: its pickles raise parent's limit (while the composite indexes
+ * its parts; not when it opens one again for a read, which also reports
+ * no globals to options.on_global a second time). */
+ckpt_file *ck_open_child(ckpt_file *parent, ck_source *src, bool grow, ckpt_error *err);
 
 /* multi.c: a contiguous tensor of `dtype` and `shape` (ndim entries,
  * copied) over storage `storage`, as a CKPT_V_TENSOR value. */

@@ -8,6 +8,14 @@
  * or to chunks of DCP tensors; tensor reads go through the usual path and
  * land in multi_storage_read().  Every path an index names is checked to
  * stay inside the folder.
+ *
+ * Parts (and a DCP folder's torch.save records) are opened when a read,
+ * a check or the indexing needs them, through the open set (multi.h):
+ * the entries in use are pinned, and past CK_KEEP_PARTS / CK_KEEP_RECORDS
+ * idle ones the least recently used is closed.  The set belongs to the
+ * composite and is guarded by its mutex; files are opened and closed
+ * outside it.  Every file opened for the composite is a child of its
+ * memory budget (ck_open_child()), so the whole folder has one.
  */
 #define _DEFAULT_SOURCE
 #include "multi.h"
@@ -89,10 +97,22 @@ int ck_format_tensor(ckpt_file *f, size_t storage, ckpt_dtype dtype, uint32_t nd
 
 static int add_link(ckpt_file *f, ck_multi *m, size_t idx, ckpt_error *err)
 {
-    CK_TRY(ck_grow((void **)&m->links, &m->cap_links, idx + 1, sizeof *m->links, err));
+    CK_TRY(ck_grow_in(&f->arena, (void **)&m->links, &m->cap_links, idx + 1, sizeof *m->links,
+                      err));
     memset(&m->links[idx], 0, sizeof m->links[idx]);
-    (void)f;
     return 0;
+}
+
+void ck_multi_input(ckpt_file *f, ck_multi *m, uint64_t n)
+{
+    m->input = n > UINT64_MAX - m->input ? UINT64_MAX : m->input + n;
+    f->arena.input = m->input;
+    ck_mem_allow(&f->arena, f->arena.base, f->arena.input, f->arena.kid_pickle);
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + (int64_t)st->st_mtim.tv_nsec;
 }
 
 int ck_multi_part(ckpt_file *f, ck_multi *m, const char *rel, size_t rlen, const char *what,
@@ -149,48 +169,84 @@ int ck_multi_part(ckpt_file *f, ck_multi *m, const char *rel, size_t rlen, const
         return ck_fail(err, CKPT_E_FORMAT, -1,
                        "%s names '%.*s', which leads outside the folder (a symbolic link)", what,
                        (int)(rlen > 80 ? 80 : rlen), rel);
-    size_t n = m->nparts, cap = m->cap_parts;
-    CK_TRY(ck_grow((void **)&m->paths, &cap, n + 1, sizeof *m->paths, err));
-    cap = m->cap_parts;
-    CK_TRY(ck_grow((void **)&m->files, &cap, n + 1, sizeof *m->files, err));
-    cap = m->cap_parts;
-    CK_TRY(ck_grow((void **)&m->srcs, &cap, n + 1, sizeof *m->srcs, err));
-    m->cap_parts = cap;
-    m->paths[n] = full;
-    m->files[n] = NULL;
-    m->srcs[n] = NULL;
+    size_t n = m->nparts;
+    CK_TRY(ck_grow_in(&f->arena, (void **)&m->parts, &m->cap_parts, n + 1, sizeof *m->parts, err));
+    /* the file whose place was checked: every open must find it again */
+    m->parts[n] = (ck_part){full,      (uint64_t)st.st_size, (uint64_t)st.st_dev,
+                            (uint64_t)st.st_ino, mtime_ns(&st), 0, -1, 0, 0};
     const char *key = full + sl + 1;
     if (ck_map_put(&m->part_names, key, rlen, n)) return oom(err);
     m->nparts = n + 1;
+    ck_multi_input(f, m, (uint64_t)st.st_size);
     *part = n;
     return 0;
 }
 
-int ck_multi_source(ckpt_file *f, ck_multi *m, size_t part, ckpt_error *err)
+/* ---- the open set ---------------------------------------------------------- */
+
+/* The file behind fd is part p as it was indexed. */
+static int same_file(const ck_part *p, int fd, ckpt_error *err)
 {
-    if (m->srcs[part]) return 0;
-    ck_source *s = malloc(sizeof *s);
-    if (!s) return oom(err);
-    if (ck_source_open_path(s, m->paths[part], f->opt.use_mmap != 0, err)) {
-        free(s);
-        prefix_err(err, base_name(m->paths[part]));
-        return -1;
-    }
-    m->srcs[part] = s;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return ck_fail(err, CKPT_E_IO, -1, "%s: %s", base_name(p->path),
+                       fd < 0 ? "not a file" : strerror(errno));
+    if ((uint64_t)st.st_dev != p->dev || (uint64_t)st.st_ino != p->ino ||
+        (uint64_t)st.st_size != p->size || mtime_ns(&st) != p->mtime_ns)
+        return ck_fail(err, CKPT_E_IO, -1,
+                       "%s changed since the checkpoint was opened (its size, modification time "
+                       "or inode differ): open it again",
+                       base_name(p->path));
     return 0;
 }
 
-/* The options a part or an embedded file is opened with. */
-static void sub_options(const ckpt_file *f, ckpt_options *o)
+/* Part p: a shard's file, opened as a child of f's budget, or a DCP
+ * part's bytes; either only when it is still the file indexed. */
+static void *part_open(const ckpt_file *f, ck_multi *m, size_t p, ckpt_error *err)
 {
-    *o = f->opt;
-    o->key = NULL;
+    const ck_part *pt = &m->parts[p];
+    ck_source s;
+    if (ck_source_open_path(&s, pt->path, f->opt.use_mmap != 0, err)) {
+        prefix_err(err, base_name(pt->path));
+        return NULL;
+    }
+    if (same_file(pt, s.fd, err)) {
+        ck_source_close(&s);
+        return NULL;
+    }
+    if (!m->dcp) {
+        /* the composite only reads through its children: its budget is
+         * what they change (atomically) */
+        ckpt_file *e = ck_open_child((ckpt_file *)(uintptr_t)f, &s, m->indexing, err);
+        if (!e) {
+            prefix_err(err, base_name(pt->path));
+            return NULL;
+        }
+        if (pt->nstorages && (e->nstorages != pt->nstorages || e->byteorder != f->byteorder)) {
+            ck_fail(err, CKPT_E_IO, -1,
+                    "%s changed since the checkpoint was opened (it holds other storages)",
+                    base_name(pt->path));
+            ckpt_close(e);
+            return NULL;
+        }
+        return e;
+    }
+    ck_source *h = malloc(sizeof *h);
+    if (!h) {
+        ck_source_close(&s);
+        oom(err);
+        return NULL;
+    }
+    *h = s;
+    return h;
 }
 
-/* ---- embedded files (DCP chunks) ----------------------------------------- */
-
+/* A record's bytes: a range of its part's, the part pinned while the
+ * record is open. */
 typedef struct range_rd {
+    const ckpt_file *f;
     const ck_source *src;
+    size_t part;
     uint64_t off;
 } range_rd;
 
@@ -204,63 +260,269 @@ static int range_read(void *opaque, uint64_t off, void *buf, size_t n)
     return r->src->read(r->src->opaque, r->off + off, buf, n);
 }
 
-ckpt_file *ck_multi_embedded(ckpt_file *f, ck_multi *m, size_t part, uint64_t off, uint64_t len,
-                             ckpt_error *err)
+static void range_close(void *opaque)
 {
-    if (ck_multi_source(f, m, part, err)) return NULL;
-    const ck_source *s = m->srcs[part];
-    if (off > s->size || len > s->size - off) {
-        ck_fail(err, CKPT_E_FORMAT, (int64_t)(off > s->size ? s->size : off),
-                "%s: a record of %llu bytes at offset %llu is past the end of the file (%llu "
-                "bytes)",
-                base_name(m->paths[part]), (unsigned long long)len, (unsigned long long)off,
-                (unsigned long long)s->size);
+    range_rd *r = opaque;
+    ck_multi_source_put(r->f, r->part);
+    free(r);
+}
+
+static void *record_open(const ckpt_file *f, ck_multi *m, size_t rec, ckpt_error *err)
+{
+    const ck_record *r = &m->recs[rec];
+    const ck_source *s = ck_multi_source_get(f, r->part, err);
+    if (!s) return NULL;
+    range_rd *rr = malloc(sizeof *rr);
+    if (!rr) {
+        ck_multi_source_put(f, r->part);
+        oom(err);
         return NULL;
     }
+    *rr = (range_rd){f, s, r->part, r->off};
+    ckpt_reader rd = {range_read, range_close, rr, r->len};
+    ck_source src;
+    ck_source_reader(&src, &rd);
+    ckpt_file *e = ck_open_child((ckpt_file *)(uintptr_t)f, &src, m->indexing, err);
+    if (!e && err) {
+        ck_err_prefix(err, "%s, record at byte %llu", base_name(m->parts[r->part].path),
+                      (unsigned long long)r->off);
+        err->offset = err->offset >= 0 ? err->offset + (int64_t)r->off : (int64_t)r->off;
+    }
+    return e;
+}
+
+static void close_handle(const ck_multi *m, uint8_t kind, void *h)
+{
+    if (kind == CK_OPEN_PART && m->dcp) {
+        ck_source_close(h);
+        free(h);
+    } else {
+        ckpt_close(h);
+    }
+}
+
+static int32_t *slot_of(ck_multi *m, uint8_t kind, size_t idx)
+{
+    return kind == CK_OPEN_PART ? &m->parts[idx].slot : &m->recs[idx].slot;
+}
+
+static void lock(ck_multi *m)
+{
+    pthread_mutex_lock(&m->lock);
+}
+
+static void unlock(ck_multi *m)
+{
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Under the lock: pin the open entry of (kind, idx); NULL when closed. */
+static void *pin(ck_multi *m, uint8_t kind, size_t idx)
+{
+    int32_t s = *slot_of(m, kind, idx);
+    if (s < 0) return NULL;
+    ck_open *o = &m->open[s];
+    o->pins++;
+    o->tick = ++m->tick;
+    return o->h;
+}
+
+/* The memory an open entry holds (a DCP part's bytes: none to speak of);
+ * read while the entry is idle, when nothing changes it. */
+static uint64_t held_bytes(const ck_multi *m, const ck_open *o)
+{
+    if (o->kind == CK_OPEN_PART && m->dcp) return 0;
+    const ckpt_file *e = o->h;
+    return e->arena.total + e->arena.outside;
+}
+
+/* Under the lock: take the least recently used idle entry of `kind` out
+ * of the set when more than `keep` are idle, or when besides the most
+ * recently used one they hold more than CK_KEEP_BYTES; false when none is
+ * taken. */
+static bool take_idle(ck_multi *m, uint8_t kind, size_t keep, ck_open *out)
+{
+    size_t idle = 0, lru = SIZE_MAX;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < m->nopen; i++) {
+        const ck_open *o = &m->open[i];
+        if (o->kind != kind || o->pins) continue;
+        idle++;
+        bytes += held_bytes(m, o);
+        if (lru == SIZE_MAX || o->tick < m->open[lru].tick) lru = i;
+    }
+    if (idle <= keep && (idle <= 1 || bytes <= CK_KEEP_BYTES)) return false;
+    *out = m->open[lru];
+    *slot_of(m, out->kind, out->idx) = -1;
+    m->open[lru].kind = CK_OPEN_FREE;
+    m->open[lru].h = NULL;
+    return true;
+}
+
+/* Close every idle entry (records first: each holds its part pinned).
+ * How many were closed. */
+static size_t close_idle(ck_multi *m)
+{
+    size_t n = 0;
+    for (uint8_t kind = CK_OPEN_RECORD; kind >= CK_OPEN_PART; kind--) {
+        for (;;) {
+            ck_open o;
+            lock(m);
+            bool got = take_idle(m, kind, 0, &o);
+            unlock(m);
+            if (!got) break;
+            close_handle(m, o.kind, o.h);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Part or record idx, pinned (opened when it is not open): its handle, or
+ * NULL with err. */
+static void *acquire(const ckpt_file *f, uint8_t kind, size_t idx, ckpt_error *err)
+{
+    ck_multi *m = MULTI(f);
+    ckpt_error local;
+    if (!err) err = &local;
+    for (int attempt = 0;; attempt++) {
+        lock(m);
+        void *h = pin(m, kind, idx);
+        unlock(m);
+        if (h) return h;
+        h = kind == CK_OPEN_PART ? part_open(f, m, idx, err) : record_open(f, m, idx, err);
+        if (!h) {
+            /* the budget is the whole folder's: what is open and idle may
+             * be what is missing */
+            if (attempt == 0 && (err->code == CKPT_E_LIMIT || err->code == CKPT_E_NOMEM) &&
+                close_idle(m) > 0)
+                continue;
+            return NULL;
+        }
+        lock(m);
+        void *theirs = pin(m, kind, idx); /* opened meanwhile by another thread */
+        size_t s = 0;
+        while (!theirs && s < m->nopen && m->open[s].kind != CK_OPEN_FREE) s++;
+        if (!theirs && s == m->nopen && m->nopen == m->cap_open) {
+            size_t cap = m->cap_open ? 2 * m->cap_open : 2 * (CK_KEEP_PARTS + CK_KEEP_RECORDS);
+            ck_open *grown = realloc(m->open, cap * sizeof *grown);
+            if (!grown) {
+                unlock(m);
+                close_handle(m, kind, h);
+                oom(err);
+                return NULL;
+            }
+            m->open = grown;
+            m->cap_open = cap;
+        }
+        if (!theirs) {
+            if (s == m->nopen) m->nopen++;
+            m->open[s] = (ck_open){h, idx, ++m->tick, 1, kind};
+            *slot_of(m, kind, idx) = (int32_t)s;
+        }
+        unlock(m);
+        if (theirs) close_handle(m, kind, h);
+        return theirs ? theirs : h;
+    }
+}
+
+/* Unpin (kind, idx); past the idle entries kept, close the least recently
+ * used. */
+static void release(const ckpt_file *f, uint8_t kind, size_t idx)
+{
+    ck_multi *m = MULTI(f);
+    ck_open victim[2];
+    size_t nv = 0;
+    lock(m);
+    int32_t s = *slot_of(m, kind, idx);
+    if (s >= 0 && m->open[s].pins) m->open[s].pins--;
+    if (s >= 0 && !m->open[s].pins && kind == CK_OPEN_RECORD && m->recs[idx].once) {
+        victim[nv++] = m->open[s]; /* a value's record: not kept */
+        m->recs[idx].slot = -1;
+        m->open[s].kind = CK_OPEN_FREE;
+        m->open[s].h = NULL;
+    }
+    size_t keep = kind == CK_OPEN_PART ? CK_KEEP_PARTS : CK_KEEP_RECORDS;
+    while (nv < 2 && take_idle(m, kind, keep, &victim[nv])) nv++;
+    unlock(m);
+    for (size_t i = 0; i < nv; i++) close_handle(m, victim[i].kind, victim[i].h);
+}
+
+const ck_source *ck_multi_source_get(const ckpt_file *f, size_t part, ckpt_error *err)
+{
+    return acquire(f, CK_OPEN_PART, part, err);
+}
+
+void ck_multi_source_put(const ckpt_file *f, size_t part)
+{
+    release(f, CK_OPEN_PART, part);
+}
+
+ckpt_file *ck_multi_record_get(const ckpt_file *f, size_t rec, ckpt_error *err)
+{
+    return acquire(f, CK_OPEN_RECORD, rec, err);
+}
+
+void ck_multi_record_put(const ckpt_file *f, size_t rec)
+{
+    release(f, CK_OPEN_RECORD, rec);
+}
+
+/* ---- DCP records ------------------------------------------------------------ */
+
+int ck_multi_record(ckpt_file *f, ck_multi *m, size_t part, uint64_t off, uint64_t len,
+                    size_t *rec, ckpt_error *err)
+{
+    uint64_t size = m->parts[part].size;
+    if (off > size || len > size - off)
+        return ck_fail(err, CKPT_E_FORMAT, (int64_t)(off > size ? size : off),
+                       "%s: a record of %llu bytes at offset %llu is past the end of the file "
+                       "(%llu bytes)",
+                       base_name(m->parts[part].path), (unsigned long long)len,
+                       (unsigned long long)off, (unsigned long long)size);
     char key[64];
     size_t kl = (size_t)snprintf(key, sizeof key, "%zu:%llu:%llu", part, (unsigned long long)off,
-                                 (unsigned long long)len),
-           have;
-    if (ck_map_get(&m->embedded_at, key, kl, &have)) return m->embedded[have]; /* shared */
-    if (m->nembedded >= f->opt.max_entries) {
-        ck_fail(err, CKPT_E_LIMIT, -1, "more than %u records (max_entries)", f->opt.max_entries);
-        return NULL;
-    }
-    size_t cap = m->cap_embedded;
-    if (ck_grow((void **)&m->embedded, &cap, m->nembedded + 1, sizeof *m->embedded, err))
-        return NULL;
-    cap = m->cap_embedded;
-    if (ck_grow((void **)&m->embedded_part, &cap, m->nembedded + 1, sizeof *m->embedded_part, err))
-        return NULL;
-    cap = m->cap_embedded;
-    if (ck_grow((void **)&m->embedded_off, &cap, m->nembedded + 1, sizeof *m->embedded_off, err))
-        return NULL;
-    m->cap_embedded = cap;
-    range_rd *r = malloc(sizeof *r);
-    if (!r) {
-        oom(err);
-        return NULL;
-    }
-    r->src = s;
-    r->off = off;
-    ckpt_reader rd = {range_read, free, r, len};
-    ckpt_options o;
-    sub_options(f, &o);
-    ckpt_file *e = ckpt_open_reader(&rd, &o, err);
-    if (!e) {
-        if (err) err->offset = err->offset >= 0 ? err->offset + (int64_t)off : (int64_t)off;
-        return NULL;
-    }
+                                 (unsigned long long)len);
+    if (ck_map_get(&m->rec_at, key, kl, rec)) return 0; /* shared */
+    if (m->nrecs >= f->opt.max_entries)
+        return ck_fail(err, CKPT_E_LIMIT, -1, "more than %u records (max_entries)",
+                       f->opt.max_entries);
+    CK_TRY(ck_grow_in(&f->arena, (void **)&m->recs, &m->cap_recs, m->nrecs + 1, sizeof *m->recs,
+                      err));
     char *kept = ck_strndup(&f->arena, key, kl);
-    if (!kept || ck_map_put(&m->embedded_at, kept, kl, m->nembedded)) {
-        ckpt_close(e);
-        oom(err);
-        return NULL;
+    if (!kept || ck_map_put(&m->rec_at, kept, kl, m->nrecs)) return oom(err);
+    m->recs[m->nrecs] = (ck_record){part, off, len, -1, false};
+    *rec = m->nrecs++;
+    return 0;
+}
+
+/* Each part's records, in the order of their offsets (ckpt_verify_part()). */
+static int records_by_part(ckpt_file *f, ck_multi *m, ckpt_error *err)
+{
+    if (!m->nrecs) return 0;
+    m->recs_of = ck_alloc(&f->arena, m->nrecs * sizeof *m->recs_of);
+    if (!m->recs_of) return oom(err);
+    for (size_t r = 0; r < m->nrecs; r++) m->parts[m->recs[r].part].nrec++;
+    size_t at = 0;
+    for (size_t p = 0; p < m->nparts; p++) {
+        m->parts[p].rec0 = at;
+        at += m->parts[p].nrec;
+        m->parts[p].nrec = 0;
     }
-    m->embedded_part[m->nembedded] = part;
-    m->embedded_off[m->nembedded] = off;
-    m->embedded[m->nembedded++] = e;
-    return e;
+    for (size_t r = 0; r < m->nrecs; r++) {
+        ck_part *p = &m->parts[m->recs[r].part];
+        m->recs_of[p->rec0 + p->nrec++] = r;
+    }
+    for (size_t p = 0; p < m->nparts; p++) { /* by offset: few per part, in order mostly */
+        size_t *v = m->recs_of + m->parts[p].rec0;
+        for (size_t i = 1; i < m->parts[p].nrec; i++)
+            for (size_t j = i; j > 0 && m->recs[v[j - 1]].off > m->recs[v[j]].off; j--) {
+                size_t t = v[j];
+                v[j] = v[j - 1];
+                v[j - 1] = t;
+            }
+    }
+    return 0;
 }
 
 /* ---- the root ------------------------------------------------------------- */
@@ -373,6 +635,75 @@ static bool in_chunk(const ck_chunk *c, const uint64_t *idx, uint32_t nd)
     return true;
 }
 
+/* Whether chunk c starts at or before element idx in row-major order. */
+static bool starts_by(const ck_chunk *c, const uint64_t *idx, uint32_t nd)
+{
+    for (uint32_t i = 0; i < nd; i++)
+        if ((uint64_t)c->off[i] != idx[i]) return (uint64_t)c->off[i] < idx[i];
+    return true;
+}
+
+/* The chunk holding element idx (nchunks when none), the chunks being in
+ * the row-major order of their first elements: the one after `ci` (a read
+ * going on in order), else the last to start by idx, which is it whenever
+ * the chunks are a grid (a split along each dimension), else a search. */
+static size_t find_chunk(const ck_link *l, const uint64_t *idx, size_t ci)
+{
+    uint32_t nd = l->ndim;
+    if (ci + 1 < l->nchunks && in_chunk(&l->chunks[ci + 1], idx, nd)) return ci + 1;
+    size_t lo = 0, hi = l->nchunks; /* the first that starts after idx */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (starts_by(&l->chunks[mid], idx, nd))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && in_chunk(&l->chunks[lo - 1], idx, nd)) return lo - 1;
+    size_t k = 0;
+    while (k < l->nchunks && !in_chunk(&l->chunks[k], idx, nd)) k++;
+    return k;
+}
+
+/* What a read holds pinned: one part or record at a time, kept while
+ * consecutive runs of elements need it. */
+typedef struct pinned {
+    uint8_t kind;
+    size_t idx;
+    void *h;
+} pinned;
+
+static void drop(const ckpt_file *f, pinned *hd)
+{
+    if (hd->h) release(f, hd->kind, hd->idx);
+    hd->h = NULL;
+}
+
+static void *hold(const ckpt_file *f, pinned *hd, uint8_t kind, size_t idx, ckpt_error *err)
+{
+    if (hd->h && hd->kind == kind && hd->idx == idx) return hd->h;
+    drop(f, hd);
+    void *h = acquire(f, kind, idx, err);
+    if (h) *hd = (pinned){kind, idx, h};
+    return h;
+}
+
+/* The tensor of a chunk's record, as the indexing found it: one tensor of
+ * the chunk's dtype and shape. */
+static const ckpt_tensor *record_tensor(const ckpt_file *e, const ck_link *l, const ck_chunk *c,
+                                        ckpt_error *err)
+{
+    const ckpt_tensor *t = ckpt_tensor_count(e) == 1 ? ckpt_tensor_at(e, 0) : NULL;
+    bool same = t && t->dtype == l->dtype && t->ndim == l->ndim;
+    for (uint32_t i = 0; same && i < l->ndim; i++) same = t->shape[i] == c->size[i];
+    if (!same) {
+        ck_fail(err, CKPT_E_IO, -1,
+                "tensor '%s': a chunk's record no longer holds the tensor indexed", l->name);
+        return NULL;
+    }
+    return t;
+}
+
 /* Bytes [off, off+n) of a tensor assembled from chunks, little-endian. */
 static int chunked_read(const ckpt_file *f, const ck_link *l, uint64_t off, uint8_t *out, size_t n,
                         ckpt_error *err)
@@ -388,19 +719,21 @@ static int chunked_read(const ckpt_file *f, const ck_link *l, uint64_t off, uint
     uint64_t e = off / es, e1 = (off + n) / es;
     uint64_t idx[64];
     size_t ci = 0;
-    while (e < e1) {
+    pinned hd = {0, 0, NULL};
+    int r = 0;
+    while (e < e1 && r == 0) {
         uint64_t rem = e;
         for (uint32_t i = nd; i-- > 0;) {
             idx[i] = rem % (uint64_t)l->shape[i];
             rem /= (uint64_t)l->shape[i];
         }
         if (!in_chunk(&l->chunks[ci], idx, nd)) {
-            size_t k;
-            for (k = 0; k < l->nchunks && !in_chunk(&l->chunks[k], idx, nd); k++) {
+            size_t k = find_chunk(l, idx, ci);
+            if (k == l->nchunks) {
+                r = ck_fail(err, CKPT_E_FORMAT, -1, "tensor '%s': element %llu is in no chunk",
+                            l->name, (unsigned long long)e);
+                break;
             }
-            if (k == l->nchunks)
-                return ck_fail(err, CKPT_E_FORMAT, -1, "tensor '%s': element %llu is in no chunk",
-                               l->name, (unsigned long long)e);
             ci = k;
         }
         const ck_chunk *c = &l->chunks[ci];
@@ -424,21 +757,30 @@ static int chunked_read(const ckpt_file *f, const ck_link *l, uint64_t off, uint
             lstride *= (uint64_t)c->size[i];
         }
         size_t nb = (size_t)(run * es);
-        int r;
-        if (c->file) {
-            r = ckpt_tensor_read_range(c->file, c->t, local * es, out, nb, err);
+        /* (what the open set fails to open names its part already) */
+        if (c->rec != CK_NO_RECORD) {
+            const ckpt_file *rf = hold(f, &hd, CK_OPEN_RECORD, c->rec, err);
+            if (!rf) {
+                r = -1;
+                break;
+            }
+            const ckpt_tensor *rt = record_tensor(rf, l, c, err);
+            r = rt ? ckpt_tensor_read_range(rf, rt, local * es, out, nb, err) : -1;
             if (r == 0) to_little(out, nb, l->dtype);
         } else {
-            r = ck_read(m->srcs[c->part], c->raw_off + local * es, out, nb, "chunk data", err);
+            const ck_source *src = hold(f, &hd, CK_OPEN_PART, c->part, err);
+            if (!src) {
+                r = -1;
+                break;
+            }
+            r = ck_read(src, c->raw_off + local * es, out, nb, "chunk data", err);
         }
-        if (r) {
-            prefix_err(err, base_name(m->paths[c->part]));
-            return -1;
-        }
+        if (r) prefix_err(err, base_name(m->parts[c->part].path));
         out += nb;
         e += run;
     }
-    return 0;
+    drop(f, &hd);
+    return r;
 }
 
 static int multi_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t off, void *buf,
@@ -446,22 +788,24 @@ static int multi_storage_read(const ckpt_file *f, const ck_storage *s, uint64_t 
 {
     const ck_multi *m = MULTI(f);
     const ck_link *l = &m->links[s - f->storages];
-    if (m->meta) return chunked_read(f, l, off, buf, n, err); /* DCP */
-    const ckpt_file *sub = m->files[l->part];
-    if (ck_storage_read(sub, &sub->storages[l->sub], off, buf, n, err)) {
-        prefix_err(err, base_name(m->paths[l->part]));
-        return -1;
-    }
-    return 0;
+    if (m->dcp) return chunked_read(f, l, off, buf, n, err);
+    const ckpt_file *sub = acquire(f, CK_OPEN_PART, l->part, err);
+    if (!sub) return -1;
+    int r = ck_storage_read(sub, &sub->storages[l->sub], off, buf, n, err);
+    if (r) prefix_err(err, base_name(m->parts[l->part].path));
+    release(f, CK_OPEN_PART, l->part);
+    return r;
 }
 
 /* ---- shards --------------------------------------------------------------- */
 
-/* Link every tensor of part `p` into the composite. */
-static int link_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ckpt_error *err)
+/* Link every tensor of part `p` (open as `sub`) into the composite; the
+ * names the index maps to this part are added to `found`. */
+static int link_part(ckpt_file *f, ck_multi *m, size_t p, const ckpt_file *sub, json_t *wmap,
+                     ck_map *found, ckpt_error *err)
 {
-    ckpt_file *sub = m->files[p];
-    const char *pname = base_name(m->paths[p]);
+    const char *pname = base_name(m->parts[p].path);
+    const char *rel = m->parts[p].path + strlen(m->shown) + 1;
     if (sub->byteorder != f->byteorder)
         return ck_fail(err, CKPT_E_UNSUPPORTED, -1,
                        "%s: stored big-endian while the other shards are little-endian", pname);
@@ -470,13 +814,24 @@ static int link_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ckpt_err
     int r = 0;
     for (size_t i = 0; i < ckpt_tensor_count(sub) && r == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(sub, i);
-        json_t *where = wmap ? json_object_get(wmap, t->name) : NULL;
-        if (wmap && !where)
+        /* a second name for a storage of a safetensors shard is an alias
+         * its __metadata__ gave (safetensors_file.c): never in the index */
+        bool alias = sub->format == CKPT_FORMAT_SAFETENSORS && map[t->storage];
+        void *it = wmap ? json_object_iter_at(wmap, t->name) : NULL;
+        json_t *where = it ? json_object_iter_value(it) : NULL;
+        if (wmap && !where && !alias)
             r = ck_note(&f->pk, "tensor '%s' is in %s but not in the index's weight_map", t->name,
                         pname)
                     ? oom(err)
                     : 0;
         if (r) break;
+        if (where && json_is_string(where) && strcmp(json_string_value(where), rel) == 0) {
+            const char *k = json_object_iter_key(it);
+            if (ck_map_add(found, k, strlen(k), 0, NULL) < 0) {
+                r = oom(err);
+                break;
+            }
+        }
         size_t si;
         if (!map[t->storage]) {
             char key[96];
@@ -544,11 +899,27 @@ static int read_small_file(ckpt_file *f, const char *path, const char *what, cha
     return 0;
 }
 
+/* Open part p and link its tensors (the indexing of a shard). */
+static int index_part(ckpt_file *f, ck_multi *m, size_t p, json_t *wmap, ck_map *found,
+                      ckpt_error *err)
+{
+    const ckpt_file *sub = acquire(f, CK_OPEN_PART, p, err);
+    if (!sub) return -1;
+    if (p == 0) f->byteorder = sub->byteorder;
+    int r = link_part(f, m, p, sub, wmap, found, err);
+    m->parts[p].nstorages = (uint32_t)(sub->nstorages > UINT32_MAX ? UINT32_MAX : sub->nstorages);
+    m->meta_bytes += sub->pk.pickle_bytes;
+    release(f, CK_OPEN_PART, p);
+    return r;
+}
+
 static int open_index(ckpt_file *f, ck_multi *m, const char *index, ckpt_error *err)
 {
     char *text;
     size_t n;
     CK_TRY(read_small_file(f, index, "index file", &text, &n, err));
+    ck_multi_input(f, m, n);
+    m->meta_bytes += n;
     json_t *doc = ck_json_parse(text, n, f->opt.max_pickle_bytes, 64, 0, "index file", err);
     free(text);
     if (!doc) return -1;
@@ -584,37 +955,29 @@ static int open_index(ckpt_file *f, ck_multi *m, const char *index, ckpt_error *
         ck_map_free(&seen);
     }
     if (!r) qsort(files, nf, sizeof *files, cmp_str); /* transformers loads sorted(set(...)) */
-    for (size_t i = 0; i < nf && r == 0; i++) {
-        size_t p;
-        if ((r = ck_multi_part(f, m, files[i], strlen(files[i]), "index", &p, err))) break;
-        ckpt_options o;
-        sub_options(f, &o);
-        m->files[p] = ckpt_open(m->paths[p], &o, err);
-        if (!m->files[p]) {
-            prefix_err(err, files[i]);
-            r = -1;
-            break;
-        }
-        if (p == 0) f->byteorder = m->files[p]->byteorder;
-        r = link_part(f, m, p, wmap, err);
-    }
+    /* every part first (the budget counts their sizes), then each opened */
+    size_t *parts = r ? NULL : malloc((nf ? nf : 1) * sizeof *parts);
+    if (!r && !parts) r = oom(err);
+    for (size_t i = 0; i < nf && r == 0; i++)
+        r = ck_multi_part(f, m, files[i], strlen(files[i]), "index", &parts[i], err);
+    ck_map found = {0};
+    for (size_t i = 0; i < nf && r == 0; i++) r = index_part(f, m, parts[i], wmap, &found, err);
     /* every name the index maps must be in the shard it names (a scan
      * lists no tensors: nothing to compare) */
     if (!r && !f->opt.skip_tensors) json_object_foreach(wmap, key, v)
         {
-            const char *s = json_string_value(v);
-            size_t p = 0;
-            ck_map_get(&m->part_names, s, strlen(s), &p);
-            if (!ckpt_find(m->files[p], key)) {
-                r = ck_fail(err, CKPT_E_FORMAT, -1,
-                            "index maps tensor '%.80s' to %.80s, which does not hold it", key, s);
-                break;
-            }
+            if (ck_map_get(&found, key, strlen(key), NULL)) continue;
+            r = ck_fail(err, CKPT_E_FORMAT, -1,
+                        "index maps tensor '%.80s' to %.80s, which does not hold it", key,
+                        json_string_value(v));
+            break;
         }
+    ck_map_free(&found);
     json_t *total = r ? NULL : json_object_get(json_object_get(doc, "metadata"), "total_size");
     if (total && !json_is_integer(total))
         r = ck_fail(err, CKPT_E_FORMAT, 0, "index metadata.total_size is not an integer");
     if (total) m->total_size = json_integer_value(total);
+    free(parts);
     free(files);
     json_decref(doc);
     return r;
@@ -648,12 +1011,6 @@ static void forward_note(void *ctx, const char *line)
     sn->note(sn->ctx, buf);
 }
 
-/* The bytes of part i (a shard file, or a .distcp file). */
-static uint64_t part_size(const ck_multi *m, size_t i)
-{
-    return m->files[i] ? m->files[i]->src.size : m->srcs[i] ? m->srcs[i]->size : 0;
-}
-
 typedef struct part_progress {
     void (*progress)(void *, uint64_t, uint64_t);
     void *ctx;
@@ -668,45 +1025,57 @@ static void step(const part_progress *pp, uint64_t done)
 
 /* Part i alone: its shard file, or the torch.save records it holds (DCP),
  * notes forwarded with the part's name; the last part also gives the note
- * about the whole.  Reads only: parts may be checked on several threads
- * at once (each part's records are opened at ckpt_open). */
+ * about the whole.  Parts may be checked on several threads at once: each
+ * opens what it checks through the open set. */
 static int verify_one_part(const ckpt_file *f, size_t i, void (*note)(void *, const char *),
                            const part_progress *pp, void *ctx, ckpt_error *err)
 {
     const ck_multi *m = MULTI(f);
-    const char *pn = base_name(m->paths[i]);
+    const ck_part *pt = &m->parts[i];
+    const char *pn = base_name(pt->path);
     char line[512];
     uint64_t done = 0;
-    if (m->files[i]) {
-        sub_note sn = {note, ctx, pn};
-        if (ckpt_verify_progress(m->files[i], note ? forward_note : NULL, NULL, &sn, err)) {
-            prefix_err(err, pn);
+    sub_note sn = {note, ctx, pn};
+    if (!m->dcp) {
+        const ckpt_file *sub = acquire(f, CK_OPEN_PART, i, err);
+        int r = sub ? ckpt_verify_progress(sub, note ? forward_note : NULL, NULL, &sn, err) : -1;
+        if (sub) release(f, CK_OPEN_PART, i);
+        if (r) {
+            if (sub) prefix_err(err, pn);
             return -1;
         }
         if (note) {
             snprintf(line, sizeof line, "%s: intact", pn);
             note(ctx, line);
         }
-        done += m->files[i]->src.size;
-        step(pp, done);
+        step(pp, pt->size);
+        return 0;
     }
-    for (size_t k = 0; k < m->nembedded; k++) {
-        if (m->embedded_part[k] != i) continue;
-        sub_note sn = {note, ctx, pn};
-        if (ckpt_verify_progress(m->embedded[k], note ? forward_note : NULL, NULL, &sn, err)) {
-            ck_err_prefix(err, "%s, record at byte %llu", pn,
-                          (unsigned long long)m->embedded_off[k]);
-            if (err && err->offset >= 0)
-                err->offset += (int64_t)m->embedded_off[k]; /* in the part */
+    /* a part of raw chunks only: still the file indexed */
+    if (!pt->nrec) {
+        if (!ck_multi_source_get(f, i, err)) return -1;
+        ck_multi_source_put(f, i);
+    }
+    for (size_t k = 0; k < pt->nrec; k++) {
+        size_t rec = m->recs_of[pt->rec0 + k];
+        uint64_t at = m->recs[rec].off;
+        const ckpt_file *e = ck_multi_record_get(f, rec, err);
+        int r = e ? ckpt_verify_progress(e, note ? forward_note : NULL, NULL, &sn, err) : -1;
+        if (e) ck_multi_record_put(f, rec);
+        if (r) {
+            if (e) {
+                ck_err_prefix(err, "%s, record at byte %llu", pn, (unsigned long long)at);
+                if (err && err->offset >= 0) err->offset += (int64_t)at; /* in the part */
+            }
             return -1;
         }
-        done += m->embedded[k]->src.size;
+        done += m->recs[rec].len;
         step(pp, done);
     }
-    if (note && m->meta && i + 1 == m->nparts) {
+    if (note && i + 1 == m->nparts) {
         snprintf(line, sizeof line,
                  "%zu torch.save records in %zu files: CRCs checked; chunks tile their tensors",
-                 m->nembedded, m->nparts);
+                 m->nrecs, m->nparts);
         note(ctx, line);
     }
     return 0;
@@ -721,7 +1090,7 @@ static int multi_verify(const ckpt_file *f, void (*note)(void *, const char *),
     part_progress pp = {progress, ctx, 0, f->src.size};
     for (size_t i = 0; i < m->nparts; i++) {
         if (verify_one_part(f, i, note, &pp, ctx, err)) return -1;
-        pp.base += part_size(m, i);
+        pp.base += m->parts[i].size;
     }
     if (progress) progress(ctx, pp.total, pp.total);
     return 0;
@@ -731,20 +1100,22 @@ static void multi_close(ckpt_file *f)
 {
     ck_multi *m = MULTI(f);
     if (!m) return;
-    for (size_t i = 0; i < m->nembedded; i++) ckpt_close(m->embedded[i]);
-    ckpt_close(m->meta);
-    for (size_t i = 0; i < m->nparts; i++) {
-        ckpt_close(m->files[i]);
-        if (m->srcs[i]) ck_source_close(m->srcs[i]);
-        free(m->srcs[i]);
+    if (m->locked_ok) {
+        /* records first: each holds its part pinned */
+        for (uint8_t kind = CK_OPEN_RECORD; kind >= CK_OPEN_PART; kind--)
+            for (size_t i = 0; i < m->nopen; i++) {
+                ck_open o = m->open[i];
+                if (o.kind != kind) continue;
+                *slot_of(m, kind, o.idx) = -1;
+                m->open[i].kind = CK_OPEN_FREE;
+                close_handle(m, kind, o.h);
+            }
+        pthread_mutex_destroy(&m->lock);
     }
-    free(m->embedded);
-    free(m->embedded_part);
-    free(m->embedded_off);
-    ck_map_free(&m->embedded_at);
-    free(m->paths);
-    free(m->files);
-    free(m->srcs);
+    free(m->open);
+    free(m->recs);
+    ck_map_free(&m->rec_at);
+    free(m->parts);
     free(m->links);
     ck_map_free(&m->part_names);
     free(m->dir);
@@ -826,6 +1197,38 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+/* The bytes of the tensors, a tied tensor (the same view of a storage as
+ * one before it: an alias a safetensors shard lists, a weight a .bin shard
+ * saved under two names) counted once, as metadata.total_size counts
+ * them (transformers skips a storage it has counted). */
+static int stored_bytes(ckpt_file *f, uint64_t *out, ckpt_error *err)
+{
+    typedef struct first_view {
+        int64_t off;
+        uint64_t nbytes;
+        bool seen;
+    } first_view;
+    uint64_t bytes = (uint64_t)f->nstorages * sizeof(first_view);
+    if (ck_mem_charge(&f->arena, bytes)) return oom(err);
+    first_view *fv = calloc(f->nstorages ? f->nstorages : 1, sizeof *fv);
+    int r = fv ? 0 : oom(err);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ckpt_tensor_count(f) && r == 0; i++) {
+        ckpt_tensor t;
+        if ((r = ckpt_tensor_get(f, i, &t, err))) break;
+        if (t.storage < f->nstorages) {
+            first_view *v = &fv[t.storage];
+            if (v->seen && v->off == t.storage_offset && v->nbytes == t.nbytes) continue;
+            if (!v->seen) *v = (first_view){t.storage_offset, t.nbytes, true};
+        }
+        sum = t.nbytes > UINT64_MAX - sum ? UINT64_MAX : sum + t.nbytes;
+    }
+    free(fv);
+    ck_mem_release(&f->arena, bytes);
+    *out = sum;
+    return r;
+}
+
 static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_options *opt,
                                  ckpt_error *err)
 {
@@ -834,7 +1237,11 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
     ck_multi *m = calloc(1, sizeof *m);
     int r = 0;
     if (!m) r = oom(err);
+    if (!r && pthread_mutex_init(&m->lock, NULL) != 0) r = oom(err);
     if (!r) {
+        m->locked_ok = true;
+        m->indexing = true;
+        m->total_size = -1;
         f->fmt = &ck_format_multi;
         f->fmt_state = m;
         f->storage_read = multi_storage_read;
@@ -842,11 +1249,17 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
         f->byteorder = CKPT_LITTLE;
         f->format = index ? CKPT_FORMAT_SHARDED : CKPT_FORMAT_DCP;
         f->pickle_label = index ? "index" : ".metadata";
+        /* one budget: the parts' memory is charged to f's arena */
+        f->arena.base = f->opt.max_memory;
         m->shown = ck_strndup(&f->arena, dir, strlen(dir));
-        if (!m->shown || !(m->dir = realpath(dir, NULL)))
+        if (!m->shown)
+            r = oom(err); /* (the limit, which ck_mem_blame() names) */
+        else if (!(m->dir = realpath(dir, NULL)))
             r = ck_fail(err, CKPT_E_IO, -1, "%s", strerror(errno));
+    } else {
+        free(m);
+        m = NULL;
     }
-    if (m) m->total_size = -1;
     if (!r && !(m->root = ck_new(&f->pk, CKPT_V_DICT))) r = oom(err);
     if (!r) {
         if (index) {
@@ -854,27 +1267,27 @@ static ckpt_file *open_composite(const char *dir, const char *index, const ckpt_
             r = ip ? open_index(f, m, ip, err) : oom(err);
             free(ip);
         } else {
+            m->dcp = true;
             r = ck_dcp_open(f, m, m->dir, err);
+            if (!r) r = records_by_part(f, m, err);
         }
     }
     if (!r) {
-        uint64_t total = 0;
-        for (size_t i = 0; i < m->nparts; i++) {
-            uint64_t sz = m->files[i] ? m->files[i]->src.size : m->srcs[i] ? m->srcs[i]->size : 0;
-            if (!m->files[i] && !m->srcs[i]) {
-                struct stat st;
-                if (stat(m->paths[i], &st) == 0) sz = (uint64_t)st.st_size;
-            }
-            total += sz;
-        }
-        if (m->meta) total += m->meta->src.size;
+        m->indexing = false;
+        uint64_t total = m->meta_size;
+        for (size_t i = 0; i < m->nparts; i++) total += m->parts[i].size;
         f->src.size = total;
         f->root = m->root;
+        /* the listing's budget grows with the parts' metadata, as a single
+         * file's with its pickle */
+        f->pk.pickle_bytes = m->meta_bytes;
         r = ck_catalogue(f, err);
-        if (!r && m->total_size >= 0 && (uint64_t)m->total_size != f->total_bytes &&
+        uint64_t held = 0;
+        if (!r && m->total_size >= 0 && !f->opt.skip_tensors) r = stored_bytes(f, &held, err);
+        if (!r && m->total_size >= 0 && (uint64_t)m->total_size != held &&
             !f->opt.skip_tensors &&
             ck_note(&f->pk, "index metadata.total_size is %lld bytes, its tensors hold %llu",
-                    (long long)m->total_size, (unsigned long long)f->total_bytes))
+                    (long long)m->total_size, (unsigned long long)held))
             r = oom(err);
     }
     if (r) {
@@ -943,7 +1356,7 @@ size_t ckpt_part_count(const ckpt_file *f)
 const char *ckpt_part_path(const ckpt_file *f, size_t i)
 {
     if (!f || f->fmt != &ck_format_multi || i >= MULTI(f)->nparts) return NULL;
-    return MULTI(f)->paths[i];
+    return MULTI(f)->parts[i].path;
 }
 
 int ckpt_verify_part(const ckpt_file *f, size_t i, void (*note)(void *ctx, const char *line),
@@ -956,7 +1369,7 @@ int ckpt_verify_part(const ckpt_file *f, size_t i, void (*note)(void *ctx, const
                        ckpt_part_count(f));
     if (f->fmt != &ck_format_multi) return ckpt_verify_progress(f, note, progress, ctx, err);
     const ck_multi *m = MULTI(f);
-    part_progress pp = {progress, ctx, 0, part_size(m, i)};
+    part_progress pp = {progress, ctx, 0, m->parts[i].size};
     if (verify_one_part(f, i, note, &pp, ctx, err)) return -1;
     if (progress) progress(ctx, pp.total, pp.total);
     return 0;

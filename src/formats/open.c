@@ -125,6 +125,24 @@ ckpt_file *ck_file_new(const ckpt_options *opt, ckpt_error *err)
     return f;
 }
 
+ckpt_file *ck_open_child(ckpt_file *parent, ck_source *src, bool grow, ckpt_error *err)
+{
+    ckpt_options o = parent->opt;
+    o.key = NULL;
+    if (!grow) { /* opened again for a read: its globals were reported */
+        o.on_global = NULL;
+        o.on_global_ctx = NULL;
+    }
+    ckpt_file *f = new_file(err);
+    if (!f) {
+        ck_source_close(src);
+        return NULL;
+    }
+    ck_arena_adopt(&f->arena, &parent->arena, grow);
+    f->src = *src;
+    return finish_open(f, &o, err);
+}
+
 ckpt_file *ckpt_open(const char *path, const ckpt_options *opt, ckpt_error *err)
 {
     if (!path) {
