@@ -159,8 +159,11 @@ typedef struct ckpt_export_options {
      * names are written once, under the first name in byte order, and
      * "__metadata__" maps every other name to the kept one ("lm_head.weight":
      * "embed.weight"), as safetensors' save_model() records them and
-     * load_model() reads them back; a warning lists them.  safetensors has
-     * no aliasing.  Default 0: every name gets its own copy. */
+     * load_model() reads them back; "ckpt.tied": "N" right before those N
+     * entries tells ckpt's reader (which lists each as a tensor again) that
+     * they are aliases and the metadata after them is not.  A warning lists
+     * them.  safetensors has no aliasing.  Default 0: every name gets its
+     * own copy. */
     int dedupe_tied;
     /* Only the tensors for which select(ctx, t) returns nonzero (after
      * `filter`; with dedupe_tied a name left out as an alias follows the

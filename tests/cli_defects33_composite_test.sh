@@ -107,16 +107,35 @@ sys.exit(0 if e['storage'] == d['storage'] and e['shape'] == d['shape'] == [5, 3
     check $? "metadata of a file ckpt did not write is not taken for aliases"
     # ckpt's marker, but an entry naming a tensor of the file: a note
     st "$TMP/clash.safetensors" \
-        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","b":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}' 3
+        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","ckpt.tied":"1","b":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}' 3
     "$CKPT" verify "$TMP/clash.safetensors" >"$TMP/o" 2>&1
-    [ $? = 0 ] && grep -q "maps 'b' to 'a', but 'b' is a tensor of the file: not taken as an alias" "$TMP/o" &&
+    [ $? = 0 ] && grep -q "the tied name 'b' is itself a tensor of the file: not taken" "$TMP/o" &&
         [ "$(names "$TMP/clash.safetensors" | tr '\n' ' ')" = "a b " ]
     check $? "an alias of a name the file holds is noted, not taken"
-    # ckpt's marker: the aliases end where other metadata begins
+    # a value of the source that names a tensor is metadata, not an alias:
+    # only the "ckpt.tied" entries after the marker are taken
+    st "$TMP/value.safetensors" \
+        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","cfg.tie":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}' 2
+    [ "$(names "$TMP/value.safetensors" | tr '\n' ' ')" = "a " ]
+    check $? "a converted value whose text is a tensor name is not taken for an alias"
+    st "$TMP/count.safetensors" \
+        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","ckpt.tied":"1","b":"a","cfg.tie":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}' 2
+    [ "$(names "$TMP/count.safetensors" | tr '\n' ' ')" = "a b " ]
+    check $? "ckpt.tied 1: the one entry after it is an alias, the value after that is not"
+    $PY - "$TMP/one/model.safetensors" <<'PYEOF'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = list(json.loads(f.read(n))["__metadata__"].items())
+i = [k for k, _ in meta].index("ckpt.tied")
+sys.exit(0 if meta[i] == ("ckpt.tied", "1") and meta[i + 1] == ("enc.weight", "dec.weight") else 1)
+PYEOF
+    check $? "convert writes \"ckpt.tied\": \"1\" right before its one alias"
+    # ckpt's marker: the aliases are the counted entries, then metadata
     st "$TMP/config.safetensors" \
-        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","c":"a","epoch":"7","d":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}' 2
+        '{"__metadata__":{"format":"pt","ckpt.source_format":"zip","ckpt.tied":"1","c":"a","epoch":"7","d":"a"},"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}' 2
     [ "$(names "$TMP/config.safetensors" | tr '\n' ' ')" = "a c " ]
-    check $? "only the entries right after ckpt.source_format are aliases"
+    check $? "only the ckpt.tied entries right after the marker are aliases"
     "$CKPT" show "$TMP/config.safetensors" >"$TMP/o" 2>&1 && grep -q 'epoch: "7"' "$TMP/o"
     check $? "the metadata is still shown as values"
 }

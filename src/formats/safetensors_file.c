@@ -25,12 +25,13 @@
  * Tied weights: safetensors cannot alias, so `ckpt convert` (and
  * safetensors' save_model()) writes a tied tensor once and maps each other
  * name to the kept one in "__metadata__".  In a file ckpt wrote (its
- * "__metadata__" holds "ckpt.source_format"), the entries right after that
- * key that map a name which is not a tensor to a tensor of the file are
- * such aliases: each is listed as a tensor of its own over the kept one's
- * storage, right after it, as loading the source gave it.  Any other
- * metadata stays metadata; an entry that would alias a name the file
- * already holds is not honoured, and a note says so.
+ * "__metadata__" holds "ckpt.source_format"), "ckpt.tied": "N" says that
+ * the N entries right after it are such aliases, each mapping a name that
+ * is not a tensor to a tensor of the file: each is listed as a tensor of
+ * its own over the kept one's storage, right after it, as loading the
+ * source gave it.  Nothing else is taken for an alias, so metadata stays
+ * metadata; an entry of the N that names a tensor the file already holds,
+ * or no tensor, is not honoured, and a note says so.
  */
 #include "json_in.h"
 #include "formats.h"
@@ -538,23 +539,32 @@ static int st_aliases(ckpt_file *f, st_parse *ps, const st_named *byname, ckpt_e
 {
     json_t *meta = ps->meta;
     if (!json_is_string(json_object_get(meta, "ckpt.source_format"))) return 0;
+    const char *count = json_string_value(json_object_get(meta, "ckpt.tied"));
+    if (!count) return 0;
+    size_t want = 0;
+    for (const char *c = count; *c; c++) {
+        if (*c < '0' || *c > '9' || want > (SIZE_MAX - 9) / 10) {
+            if (ck_note(&f->pk, "safetensors __metadata__ \"ckpt.tied\" is not a count: no "
+                                "tied names taken"))
+                return oom(err);
+            return 0;
+        }
+        want = want * 10 + (size_t)(*c - '0');
+    }
     st_alias *al = NULL;
-    size_t nal = 0, cap = 0, *first = NULL;
+    size_t nal = 0, cap = 0, *first = NULL, seen = 0;
     uint64_t fbytes = (uint64_t)ps->n * sizeof *first;
     int r = 0;
-    void *it = json_object_iter_next(meta, json_object_iter_at(meta, "ckpt.source_format"));
-    for (; it && r == 0; it = json_object_iter_next(meta, it)) {
+    void *it = json_object_iter_next(meta, json_object_iter_at(meta, "ckpt.tied"));
+    for (; it && r == 0 && seen < want; it = json_object_iter_next(meta, it), seen++) {
         const char *k = json_object_iter_key(it);
         json_t *v = json_object_iter_value(it);
         const char *target = json_string_value(v);
         int64_t kept = target ? find_name(byname, ps, target, json_string_length(v)) : -1;
-        if (kept < 0 || strcmp(k, "__metadata__") == 0)
-            break; /* the aliases end where other metadata begins */
-        if (find_name(byname, ps, k, strlen(k)) >= 0) {
+        if (kept < 0 || find_name(byname, ps, k, strlen(k)) >= 0) {
             if (ck_note(&f->pk,
-                        "safetensors __metadata__ maps '%.60s' to '%.60s', but '%.60s' is a "
-                        "tensor of the file: not taken as an alias",
-                        k, target, k))
+                        "safetensors __metadata__: the tied name '%.60s' %s: not taken", k,
+                        kept < 0 ? "names no tensor of the file" : "is itself a tensor of the file"))
                 r = oom(err);
             continue;
         }

@@ -1220,8 +1220,16 @@ static int tie_and_select(exporter *x)
      * again in vain) */
     {
         const char *fmt = ckpt_format_name(x->info.format);
+        size_t naliases = 0;
+        char count[24];
+        for (i = 0; i < n; i++)
+            if (kept[i] != i && keep[kept[i]]) naliases++;
+        snprintf(count, sizeof count, "%zu", naliases);
+        /* "ckpt.tied": how many of the entries after it are aliases, so that
+         * a reader takes those and never mistakes a value for one */
         if (meta_add(x, "format", 6, "pt", 2, 0) != 0 ||
-            meta_add(x, "ckpt.source_format", 18, fmt, strlen(fmt), 0) != 0)
+            meta_add(x, "ckpt.source_format", 18, fmt, strlen(fmt), 0) != 0 ||
+            (naliases && meta_add(x, "ckpt.tied", 9, count, strlen(count), 0) != 0))
             r = -1;
     }
     for (i = 0; i < n && r == 0; i++) {
