@@ -97,25 +97,27 @@ EOF
 }
 
 # a stored ZIP fixture (torch's layout: data descriptors) and a deflated one
+# (one python3 sorts them all: "KIND<TAB>FILE" lines, in glob order)
 stored=
 deflated=
-for f in "$FIX"/*.pt; do
-    kind=$($PY -c "
+$PY -c "
 import sys, zipfile
-try:
-    z = zipfile.ZipFile(sys.argv[1])
-except Exception:
-    sys.exit()
-d = [i for i in z.infolist() if '/data/' in i.filename and i.file_size > 0]
-if d and not any(i.filename.endswith('constants.pkl') for i in z.infolist()):
-    print('deflated' if d[0].compress_type == zipfile.ZIP_DEFLATED else 'stored')
-" "$f")
+for f in sys.argv[1:]:
+    try:
+        z = zipfile.ZipFile(f)
+    except Exception:
+        continue
+    d = [i for i in z.infolist() if '/data/' in i.filename and i.file_size > 0]
+    if d and not any(i.filename.endswith('constants.pkl') for i in z.infolist()):
+        print('%s\t%s' % ('deflated' if d[0].compress_type == zipfile.ZIP_DEFLATED else 'stored', f))
+" "$FIX"/*.pt >"$TMP/kinds"
+while IFS="$(printf '\t')" read -r kind f; do
     [ -z "$kind" ] && continue
     "$CKPT" convert "$f" "$TMP/probe.st" >/dev/null 2>&1 || { rm -f "$TMP/probe.st"; continue; }
     rm -f "$TMP/probe.st"
     if [ "$kind" = stored ] && [ -z "$stored" ]; then stored=$f; fi
     if [ "$kind" = deflated ] && [ -z "$deflated" ]; then deflated=$f; fi
-done
+done <"$TMP/kinds"
 
 if [ -z "$stored" ]; then
     not_ok "find a stored ZIP fixture" "none in $FIX"
@@ -236,20 +238,29 @@ done
 
 # ---- 4. big torch files: kernel copy path, progress bar ----------------------
 
-if ! "$TORCH_PY" -c 'import torch' 2>/dev/null; then
-    skip "torch missing: big-file CRC check and progress bar not tested"
-else
-    mkdir "$TMP/big"
-    # 3 MiB tensors are checked as they are copied; a 512 KiB one (data/0)
-    # and a view of a 2 MiB storage (data/1) by the checking thread;
-    # 72 MiB in all (> 64 MiB)
-    "$TORCH_PY" -c "
-import sys, torch
+# 3 MiB tensors are checked as they are copied; a 512 KiB one (data/0) and
+# a view of a 2 MiB storage (data/1) by the checking thread; 72 MiB in all
+# (> 64 MiB).  one.pt: one 68 MiB tensor, for cat's bar below.  One process
+# of torch writes both (importing it costs 2 s of CPU); 77 without torch.
+"$TORCH_PY" -c "
+import sys
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
 g = torch.Generator().manual_seed(9)
 d = {'a': torch.rand(1 << 17, generator=g), 'b': torch.rand(1 << 19, generator=g)[4:]}
 d.update({'t%d' % k: torch.rand(3 << 18, generator=g) for k in range(23)})
 torch.save(d, sys.argv[1])
-" "$TMP/big.pt"
+torch.save({'w': torch.zeros(17 << 20)}, sys.argv[2])
+" "$TMP/big.pt" "$TMP/one.pt" 2>"$TMP/torch.err"
+torch_rc=$?
+if [ "$torch_rc" -eq 77 ] || [ ! -x "$TORCH_PY" ]; then
+    skip "torch missing: big-file CRC check and progress bar not tested"
+elif [ "$torch_rc" -ne 0 ]; then
+    not_ok "torch writes the big files" "exit $torch_rc: $(head -c 300 "$TMP/torch.err")"
+else
+    mkdir "$TMP/big"
     for n in 0 1 5; do
         rec=$(damage "$TMP/big.pt" "$TMP/bigbad.pt" $n)
         run "$TMP/bigbad.pt" "$TMP/big/out.st"
@@ -285,8 +296,6 @@ torch.save(d, sys.argv[1])
         # the same bar for the other long jobs: verify, cat and extract -d of
         # all 72 MiB (cat: one 68 MiB tensor), and several files at once
         # (output not on the terminal)
-        "$TORCH_PY" -c "import sys, torch; torch.save({'w': torch.zeros(17 << 20)}, sys.argv[1])" \
-            "$TMP/one.pt"
         for job in "verify:verify '$TMP/big.pt'" \
                    "writing:cat '$TMP/one.pt' w -o '$TMP/big/w.bin'" \
                    "extracting:extract '$TMP/big.pt' -d '$TMP/big/npy'" \
