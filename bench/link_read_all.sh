@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/link_read_all.sh BUILD OUT - build bench/read_all.c against the static
 # library BUILD/libckpt.a, with the libraries that library needs: those its
-# ckpt.pc lists (Libs.private, and Requires.private if any, asked of
+# ckpt.pc lists (Libs.private but libckpt.a, and Requires.private if any, asked of
 # pkg-config), or, in a build without ckpt.pc (CKPT_INSTALL=OFF), zlib,
 # jansson, the threads library and libdl when CMake found libarchive (which
 # `ckpt scan` loads with dlopen(); nothing links libarchive itself).  A fixed
@@ -15,7 +15,8 @@ B=$1
 OUT=$2
 
 if [ -f "$B/ckpt.pc" ]; then
-    libs=$(sed -n 's/^Libs\.private://p' "$B/ckpt.pc")
+    # (less -l:libckpt.a, which --static links from there: linked below)
+    libs=$(sed -n 's/^Libs\.private://p' "$B/ckpt.pc" | sed 's/-l:libckpt\.a//')
     req=$(pkg-config --print-requires-private "$B/ckpt.pc")
     if [ -n "$req" ]; then
         libs="$libs $(pkg-config --libs $req)"

@@ -25,41 +25,63 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-golden.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 trap 'rm -rf "$TMP"; exit 1' HUP INT TERM
 
-# one: the fingerprint of one command on one fixture (run from FIXTURES_DIR
-# so that messages name the file as the manifest does)
+# Run from FIXTURES_DIR, so that messages name the file as the manifest
+# does.  Each command's stdout, stderr and "exit N" line go, one after the
+# other, into the file $TMP/h/NNNNN, and one sha256sum hashes them all at the
+# end (a pipeline per command cost most of this test's time).
+mkdir "$TMP/h" || exit 1
+cd "$FIX" || exit 1
+n=0
+: >"$TMP/list" # NNNNN<TAB>fixture<TAB>command, in manifest order
+
+# one FIXTURE CMD ARGS...: the output of `ckpt ARGS`, recorded as CMD
 one() {
-    (cd "$FIX" && "$CKPT" "$@" >"$TMP/o" 2>"$TMP/e"; echo "exit $?" >"$TMP/s")
-    cat "$TMP/o" "$TMP/e" "$TMP/s" | sha256sum | cut -c1-64
+    n=$((n + 1))
+    h=$TMP/h/$(printf %05d $n)
+    printf '%05d\t%s\t%s\n' $n "$1" "$2" >>"$TMP/list"
+    shift 2
+    "$CKPT" "$@" >"$h" 2>"$TMP/e"
+    s=$?
+    cat "$TMP/e" >>"$h"
+    echo "exit $s" >>"$h"
 }
 
+# extract_all FIXTURE: extract -d's output (its DIR named DIR), then the
+# sha256 of every file it wrote
 extract_all() {
+    n=$((n + 1))
+    h=$TMP/h/$(printf %05d $n)
+    printf '%05d\t%s\t%s\n' $n "$1" "extract -d" >>"$TMP/list"
     rm -rf "$TMP/x"
-    (cd "$FIX" && "$CKPT" extract "$1" -d "$TMP/x" >"$TMP/o" 2>"$TMP/e"; echo "exit $?" >"$TMP/s")
-    sed "s|$TMP/x|DIR|" "$TMP/o" >"$TMP/o2"
-    {
-        cat "$TMP/o2" "$TMP/e" "$TMP/s"
-        if [ -d "$TMP/x" ]; then
-            (cd "$TMP/x" && find . -type f | LC_ALL=C sort | xargs -r sha256sum)
-        fi
-    } | sha256sum | cut -c1-64
+    "$CKPT" extract "$1" -d "$TMP/x" >"$TMP/o" 2>"$TMP/e"
+    s=$?
+    sed "s|$TMP/x|DIR|" "$TMP/o" >"$h"
+    cat "$TMP/e" >>"$h"
+    echo "exit $s" >>"$h"
+    if [ -d "$TMP/x" ]; then
+        (cd "$TMP/x" && find . -type f | LC_ALL=C sort | xargs -r sha256sum) >>"$h"
+    fi
 }
 
-: >"$TMP/now"
-for path in "$FIX"/*.pt "$FIX"/*.pkl; do
-    [ -f "$path" ] || continue
-    f=${path##*/}
+for f in *.pt *.pkl; do
+    [ -f "$f" ] || continue
     for cmd in "ls" "ls --json" "show" "show --json" "info" "scan" "scan --json" \
                "verify" "convert - -"; do
         set -- $cmd
         if [ "$cmd" = "convert - -" ]; then
-            h=$(one convert "$f" -)
+            one "$f" "$cmd" convert "$f" -
         else
-            h=$(one "$@" "$f")
+            one "$f" "$cmd" "$@" "$f"
         fi
-        echo "$h  $f  $cmd" >>"$TMP/now"
     done
-    echo "$(extract_all "$f")  $f  extract -d" >>"$TMP/now"
+    extract_all "$f"
 done
+: >"$TMP/now"
+if [ "$n" -gt 0 ]; then
+    (cd "$TMP/h" && sha256sum -- *) >"$TMP/sums" || exit 1
+    awk 'NR == FNR { sum[$2] = $1; next } { print sum[$1] "  " $2 "  " $3 }' \
+        "$TMP/sums" FS='\t' "$TMP/list" >"$TMP/now"
+fi
 
 if [ "$UPDATE" = --update ]; then
     cp "$TMP/now" "$MANIFEST"

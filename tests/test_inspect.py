@@ -505,6 +505,7 @@ class Runner:
         if not self.numpy:
             print("skipped: numpy.load checks (%s cannot import numpy)" % SYSTEM_PYTHON)
         n_fx = 0
+        loads = []  # (fx, pairs, ets) for the one numpy.load run after the loop
         for path, exp in self.expectations():
             if exp.get("error"):
                 continue
@@ -550,25 +551,7 @@ class Runner:
                 if hashlib.sha256(body).hexdigest() != t["sha256"]:
                     errs.append("%r data sha256 differs" % name)
             self.check("extract -d " + fx, errs)
-
-            np_res = self.numpy_check([p for _, p in pairs])
-            if np_res is not None:
-                errs = []
-                if "$error" in np_res:
-                    errs.append("numpy.load failed: %s" % short(np_res["$error"]))
-                else:
-                    for (name, p), t in zip(pairs, ets):
-                        dstr, shape, sha, contig = np_res[p]
-                        want_descr, extra = NPY[t["dtype"]]
-                        if dstr != want_descr:
-                            errs.append("%r numpy dtype %r, want %r" % (name, dstr, want_descr))
-                        if shape != t["shape"] + extra:
-                            errs.append("%r numpy shape %r" % (name, shape))
-                        if sha != t["sha256"]:
-                            errs.append("%r numpy bytes sha256 differs from torch's" % name)
-                        if not contig:
-                            errs.append("%r not C order" % name)
-                self.check("extract numpy.load " + fx, errs)
+            loads.append((fx, pairs, ets))
 
             # -o for the first tensor: the same bytes as under -d
             if ets:
@@ -585,7 +568,37 @@ class Runner:
                         if a.read() != b.read():
                             errs.append("-o differs from -d")
                 self.check("extract -o " + fx, errs)
-            shutil.rmtree(d, ignore_errors=True)
+
+        # numpy.load of every file -d wrote, in one process of the system
+        # python (importing numpy once per fixture cost 10 s of CPU); the
+        # directories stay until then
+        np_res = self.numpy_check([p for _, pairs, _ in loads for _, p in pairs])
+        for fx, pairs, ets in loads:
+            if np_res is None:
+                break
+            if not pairs:
+                continue  # no file, nothing to load (as before: no check)
+            errs = []
+            if "$error" in np_res:
+                errs.append("numpy.load failed: %s" % short(np_res["$error"]))
+            else:
+                for (name, p), t in zip(pairs, ets):
+                    if p not in np_res:
+                        errs.append("%r: numpy.load gave no answer for %r" % (name, p))
+                        continue
+                    dstr, shape, sha, contig = np_res[p]
+                    want_descr, extra = NPY[t["dtype"]]
+                    if dstr != want_descr:
+                        errs.append("%r numpy dtype %r, want %r" % (name, dstr, want_descr))
+                    if shape != t["shape"] + extra:
+                        errs.append("%r numpy shape %r" % (name, shape))
+                    if sha != t["sha256"]:
+                        errs.append("%r numpy bytes sha256 differs from torch's" % name)
+                    if not contig:
+                        errs.append("%r not C order" % name)
+            self.check("extract numpy.load " + fx, errs)
+        for i in range(n_fx):
+            shutil.rmtree(os.path.join(self.tmp, "x%d" % i), ignore_errors=True)
 
     def test_extract_names(self):
         """Hostile tensor names: nothing outside DIR, safe and unique names."""

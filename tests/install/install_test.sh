@@ -6,11 +6,15 @@
 # installed) and used the two ways the README says:
 #   - a CMake project (tests/install/consumer) with find_package(ckpt) links
 #     examples/list.c against ckpt::ckpt and ckpt::ckpt_static;
-#   - `cc list.c $(pkg-config --cflags --libs ckpt)`, and with --static.
+#   - `cc list.c $(pkg-config --cflags --libs ckpt)` (NEEDED libckpt.so), and
+#     with --static: libckpt.a linked in, no NEEDED libckpt.so (readelf -d),
+#     and the program still runs once libckpt.so is deleted from the tree
+#     (when the shared one no longer starts); and fully static (cc -static).
 # And a parent project that uses add_subdirectory is configured
 # (tests/install/subproject).
 # Each program must print examples/list.expected for examples/sample.pt.
 # FLAGS (sanitizer flags of the build) are passed to the compilers.
+# READELF (environment; default readelf) reads the programs' dynamic section.
 cmake=$1 build=$2 src=$3 libdir=$4 cc=$5 work=$6 flags=$7
 pass=0 fail=0
 ok() { echo "ok - $*"; pass=$((pass + 1)); }
@@ -35,6 +39,7 @@ mv "$work/stage" "$work/moved" # relocated: nothing may point at stage/
 p=$work/moved
 headers=$(cd "$src" && ls include/*.h)
 for f in $headers "$libdir/libckpt.a" "$libdir/libckpt.so" "$libdir/pkgconfig/ckpt.pc" \
+         "$libdir/pkgconfig/ckpt-shared.pc" \
          "$libdir/cmake/ckpt/ckptConfig.cmake" "$libdir/cmake/ckpt/ckptConfigVersion.cmake" \
          "$libdir/cmake/ckpt/ckptTargets.cmake" bin/ckpt share/man/man1/ckpt.1 \
          share/bash-completion/completions/ckpt; do
@@ -86,13 +91,37 @@ if [ "$(cd "$(pkg-config --variable=prefix ckpt)" && pwd -P)" = "$(cd "$p" && pw
 else
     nok "ckpt.pc's prefix is $(pkg-config --variable=prefix ckpt), not $p"
 fi
+readelf=${READELF:-readelf}
+# needs_so EXE: EXE's dynamic section names libckpt.so (NEEDED)
+needs_so() { "$readelf" -d "$1" | grep -q 'NEEDED.*\[libckpt\.so'; }
 # shellcheck disable=SC2046,SC2086
 if "$cc" $flags -o "$work/list_pc" "$src/examples/list.c" $(pkg-config --cflags --libs ckpt) \
         -Wl,-rpath,"$p/$libdir" 2>"$work/pc.log"; then
     ok "cc list.c \$(pkg-config --cflags --libs ckpt)"
     run_example "pkg-config build (shared)" "$work/list_pc"
+    if needs_so "$work/list_pc"; then
+        ok "pkg-config --libs ckpt: the program needs libckpt.so"
+    else
+        nok "pkg-config --libs ckpt: no NEEDED libckpt.so:"; "$readelf" -d "$work/list_pc" | grep NEEDED
+    fi
 else
     nok "cc list.c \$(pkg-config --cflags --libs ckpt)"; cat "$work/pc.log"
+fi
+# --static (the compiler's default dynamic link otherwise): libckpt.a is
+# linked in, libc, zlib and jansson stay shared
+# shellcheck disable=SC2046,SC2086
+if "$cc" $flags -o "$work/list_pcs" "$src/examples/list.c" \
+        $(pkg-config --static --cflags --libs ckpt) 2>"$work/pcs-dyn.log"; then
+    ok "cc list.c \$(pkg-config --static --cflags --libs ckpt)"
+    run_example "pkg-config --static build" "$work/list_pcs"
+    if needs_so "$work/list_pcs"; then
+        nok "pkg-config --static --libs ckpt links libckpt.so ($(pkg-config --static --libs ckpt)):"
+        "$readelf" -d "$work/list_pcs" | grep NEEDED
+    else
+        ok "pkg-config --static --libs ckpt: no NEEDED libckpt.so"
+    fi
+else
+    nok "cc list.c \$(pkg-config --static --cflags --libs ckpt)"; cat "$work/pcs-dyn.log"
 fi
 # Fully static, when this system can link a static program with ckpt's
 # dependencies at all (not with sanitizers; libarchive's static link needs
@@ -110,6 +139,18 @@ if [ -z "$flags" ] && "$cc" -static -o "$work/hello" "$work/hello.c" \
         nok "cc -static list.c \$(pkg-config --static --cflags --libs ckpt)"; cat "$work/pcs.log"
     fi
 else
-    echo "skipped: no static link here (or a sanitized build), --static not tried"
+    echo "skipped: no static link here (or a sanitized build), cc -static not tried"
 fi
+
+# Last: without libckpt.so in the tree, the --static program still runs
+# (and the shared one no longer starts: the library really is gone).
+rm -f "$p/$libdir"/libckpt.so*
+if [ -x "$work/list_pc" ]; then
+    if "$work/list_pc" "$src/examples/sample.pt" >/dev/null 2>&1; then
+        nok "libckpt.so removed, yet the shared pkg-config build still starts"
+    else
+        ok "libckpt.so removed: the shared pkg-config build no longer starts"
+    fi
+fi
+[ -x "$work/list_pcs" ] && run_example "pkg-config --static build without libckpt.so" "$work/list_pcs"
 finish
